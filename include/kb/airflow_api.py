@@ -1,0 +1,107 @@
+"""A small client of Airflow 3's public REST API: trigger a run, follow it to the end.
+
+Uses the simple auth manager's token endpoint with the stack's generated password;
+the token is kept in memory only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import httpx
+
+from kb.errors import AirflowApiError
+
+TERMINAL = {"success", "failed"}
+
+
+@dataclass
+class RunProgress:
+    state: str
+    counts: dict[str, dict[str, int]]  # task_id -> {state: n}
+
+    def line(self) -> str:
+        parts = []
+        for task_id, states in self.counts.items():
+            total = sum(states.values())
+            done = states.get("success", 0) + states.get("skipped", 0)
+            failed = states.get("failed", 0) + states.get("upstream_failed", 0)
+            parts.append(f"{task_id} {done}/{total}" + (f" ({failed} failed)" if failed else ""))
+        return f"[{self.state}] " + ", ".join(parts)
+
+
+class AirflowClient:
+    def __init__(self, base_url: str, username: str, password: str, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._username, self._password = username, password
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._token: str | None = None
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _auth(self) -> dict[str, str]:
+        if self._token is None:
+            resp = self._http.post("/auth/token", json={"username": self._username, "password": self._password})
+            if resp.status_code not in (200, 201):
+                raise AirflowApiError(f"Airflow refused the stack's credentials (HTTP {resp.status_code})")
+            self._token = resp.json()["access_token"]
+        return {"Authorization": f"Bearer {self._token}"}
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self._http.request(method, path, headers=self._auth(), **kwargs)
+        if resp.status_code == 401:  # the token expired: get a new one once
+            self._token = None
+            resp = self._http.request(method, path, headers=self._auth(), **kwargs)
+        if resp.status_code >= 400:
+            raise AirflowApiError(f"{method} {path} answered HTTP {resp.status_code}: {resp.text[:300]}")
+        return resp.json()
+
+    def wait_for_dag(self, dag_id: str, timeout_s: float = 120.0) -> None:
+        """The DAG processor must have parsed the DAG before it can be triggered."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._request("GET", f"/api/v2/dags/{dag_id}")
+                return
+            except AirflowApiError:
+                if time.monotonic() > deadline:
+                    raise AirflowApiError(f"DAG {dag_id!r} was not parsed within {timeout_s:.0f}s; see the Airflow log")
+                time.sleep(1.0)
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        body = {"logical_date": None, "conf": conf or {}}
+        return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body)["dag_run_id"]
+
+    def progress(self, dag_id: str, run_id: str) -> RunProgress:
+        run = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+        tis = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
+        counts: dict[str, dict[str, int]] = {}
+        for ti in tis["task_instances"]:
+            state = ti["state"] or "none"
+            counts.setdefault(ti["task_id"], {}).setdefault(state, 0)
+            counts[ti["task_id"]][state] += 1
+        return RunProgress(run["state"], counts)
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
+        return data.get("value")
+
+    def follow(
+        self, dag_id: str, run_id: str, *, timeout_s: float, poll_s: float = 2.0, echo: Callable[[str], None] = print
+    ) -> RunProgress:
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while True:
+            progress = self.progress(dag_id, run_id)
+            line = progress.line()
+            if line != last:
+                echo(line)
+                last = line
+            if progress.state in TERMINAL:
+                return progress
+            if time.monotonic() > deadline:
+                raise AirflowApiError(f"run {run_id} still {progress.state} after {timeout_s:.0f}s")
+            time.sleep(poll_s)

@@ -1,0 +1,119 @@
+"""``kb bench ingest``: pages per second through kb_ingest against a direct script.
+
+Both paths get the same born-digital corpus in the same run, so the ratio is fair
+on a shared, noisy machine. The direct script is PyMuPDF text, the same chunker,
+embedder and Qdrant writes, no Airflow; it runs as a fresh process (imports and the
+model load included), as the DAG's tasks do. The DAG path is timed from the trigger
+to the run's end as a user sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kb.samples import bench_corpus
+
+
+def direct(folder: Path, collection: str) -> dict[str, Any]:
+    """The no-Airflow path over every PDF in ``folder``; returns counts."""
+    import pymupdf
+
+    from kb.chunking import chunk_pages
+    from kb.embedding import Embedder
+    from kb.settings import PipelineSettings
+    from kb.vectorstore import VectorStore, point_id
+    from ocr_engine.textlayer import extract_range
+
+    settings = PipelineSettings(collection=collection)
+    embedder = Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)
+    pages = chunks = 0
+    for path in sorted(folder.glob("*.pdf")):
+        doc = pymupdf.open(path)
+        results = extract_range(doc, 1, doc.page_count)
+        doc.close()
+        pieces = chunk_pages([(r.page, r.markdown) for r in results], embedder.count_tokens,
+                             max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens - 8),
+                             overlap_sentences=settings.chunk_overlap_sentences)
+        vectors = embedder.embed([c.embedding_text() for c in pieces])
+        ids = [point_id(path.name, "direct", c.index) for c in pieces]
+        payloads = [{"doc_id": path.name, "key": path.name, "pages": c.pages, "text": c.text} for c in pieces]
+        with VectorStore.open(settings) as vs:
+            vs.ensure_collection(embedder.dimension)
+            vs.upsert(ids, vectors, payloads)
+        pages += len(results)
+        chunks += len(pieces)
+    return {"pages": pages, "chunks": chunks}
+
+
+def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0) -> dict[str, Any]:
+    from kb.cli import run_dag_and_wait
+    from kb.objectstore import ObjectStore
+    from kb.settings import PipelineSettings, StackSettings
+    from kb.vectorstore import VectorStore
+
+    settings = PipelineSettings()
+    stack_settings = StackSettings()
+    store = ObjectStore.from_settings()
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    prefix = f"bench/{stamp}/"
+    direct_collection = f"{settings.collection}_bench_direct"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        files = bench_corpus(folder, documents=documents, pages_per_document=pages)
+        total_pages = documents * pages
+
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "kb.bench", "direct", str(folder), direct_collection],
+                              capture_output=True, text=True)
+        direct_s = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"the direct script failed:\n{done.stderr[-2000:]}")
+        direct_counts = json.loads(done.stdout.strip().splitlines()[-1])
+
+        for f in files:
+            store.put_bytes(settings.inbox_bucket, prefix + f.name, f.read_bytes(), content_type="application/pdf")
+        started = time.perf_counter()
+        result = run_dag_and_wait(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None)
+        dag_s = time.perf_counter() - started
+        summary = result["summary"] or {}
+
+    # Leave the knowledge base as it was: the bench's documents leave the inbox, and a
+    # run over their prefix retires their points (not timed).
+    for f in files:
+        store.remove(settings.inbox_bucket, prefix + f.name)
+    cleanup = run_dag_and_wait(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None)
+    with VectorStore.open(settings) as vs:
+        vs.client.delete_collection(direct_collection)
+
+    out = {
+        "documents": documents,
+        "pages": total_pages,
+        "direct": {"seconds": round(direct_s, 2), "pages_per_s": round(total_pages / direct_s, 2), **direct_counts},
+        "dag": {"seconds": round(dag_s, 2), "pages_per_s": round(total_pages / dag_s, 2), "state": result["state"],
+                "pages_indexed": summary.get("pages"), "chunks": summary.get("chunks"),
+                "run_seconds": summary.get("seconds")},
+        "ratio_dag_over_direct": round(dag_s / direct_s, 3),
+        "cleanup_state": cleanup["state"],
+    }
+    out["table"] = (
+        f"{'path':8} {'pages':>6} {'chunks':>7} {'seconds':>8} {'pages/s':>8}\n"
+        f"{'direct':8} {total_pages:>6} {direct_counts['chunks']:>7} {out['direct']['seconds']:>8} {out['direct']['pages_per_s']:>8}\n"
+        f"{'dag':8} {summary.get('pages', 0):>6} {summary.get('chunks', 0):>7} {out['dag']['seconds']:>8} {out['dag']['pages_per_s']:>8}\n"
+        f"DAG time / direct time = {out['ratio_dag_over_direct']} (target <= 1.5)"
+    )
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "direct":
+        print(json.dumps(direct(Path(sys.argv[2]), sys.argv[3])))
+    else:
+        print("usage: python -m kb.bench direct FOLDER COLLECTION", file=sys.stderr)
+        raise SystemExit(2)

@@ -1,0 +1,269 @@
+"""``kb``: run the local stack, ingest documents, search the knowledge base."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kb.errors import KbError
+
+DAG_ID = "kb_ingest"
+
+
+def _stack_settings():
+    from kb.settings import StackSettings
+
+    return StackSettings()
+
+
+def _client_env():
+    from kb.stack import load_client_env
+
+    s = _stack_settings()
+    load_client_env(s)
+    return s
+
+
+# --- stack -----------------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from kb import stack
+
+    st = stack.up(_stack_settings(), airflow=not args.no_airflow)
+    print(f"up: S3 {st['s3']['endpoint']}, Airflow {st['airflow']['url'] if st['airflow']['running'] else '(not started)'}, "
+          f"Qdrant {st['qdrant']['location']}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from kb import stack
+
+    stack.down(_stack_settings())
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from kb import stack
+
+    st = stack.status(_stack_settings())
+    if args.json:
+        print(json.dumps(st, indent=2))
+    else:
+        for part in ("s3", "airflow"):
+            p = st[part]
+            state = "healthy" if p["healthy"] else ("running, not healthy" if p["running"] else "stopped")
+            where = p.get("endpoint") or p.get("url")
+            print(f"{part:8} {state:22} {where}  pid={p['pid']}" + (f"  ({p['error']})" if p.get("error") else ""))
+        q = st["qdrant"]
+        print(f"{'qdrant':8} {('prepared' if q['prepared'] else 'not prepared'):22} {q['mode']} {q['location']}")
+    running = st["s3"]["healthy"] and (st["airflow"]["healthy"] or not st["airflow"]["running"])
+    return 0 if running else 1
+
+
+# --- ingest ----------------------------------------------------------------------------
+
+
+def _files(paths: list[str]) -> list[tuple[Path, str]]:
+    out = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out.extend((f, f.relative_to(path).as_posix()) for f in sorted(path.rglob("*")) if f.is_file())
+        elif path.is_file():
+            out.append((path, path.name))
+        else:
+            raise KbError(f"{raw}: no such file or folder")
+    return out
+
+
+def _airflow_client(s):
+    from kb.airflow_api import AirflowClient
+    from kb.stack import airflow_base_url, read_env_file, require_running, secrets_path
+
+    require_running(s, "airflow")
+    password = read_env_file(secrets_path(s.state_dir)).get("KB_AIRFLOW_PASSWORD")
+    return AirflowClient(airflow_base_url(s), s.airflow_user, password or "")
+
+
+def run_dag_and_wait(s, conf: dict[str, Any], timeout_s: float, echo=print) -> dict[str, Any]:
+    client = _airflow_client(s)
+    try:
+        client.wait_for_dag(DAG_ID)
+        run_id = client.trigger(DAG_ID, conf)
+        echo(f"triggered {DAG_ID} run {run_id}")
+        progress = client.follow(DAG_ID, run_id, timeout_s=timeout_s, echo=echo)
+        summary = None
+        try:
+            summary = client.xcom(DAG_ID, run_id, "report")
+        except KbError:
+            pass
+        return {"run_id": run_id, "state": progress.state, "summary": summary}
+    finally:
+        client.close()
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from kb.objectstore import ObjectStore
+    from kb.settings import PipelineSettings
+
+    s = _client_env()
+    p = PipelineSettings()
+    store = ObjectStore.from_settings()
+    files = _files(args.paths)
+    for path, key in files:
+        key = f"{args.prefix}{key}"
+        info = store.put_bytes(p.inbox_bucket, key, path.read_bytes(), content_type="application/pdf")
+        print(f"uploaded s3://{p.inbox_bucket}/{key} ({info.size} bytes)")
+    if not args.wait:
+        print(f"{len(files)} file(s) uploaded; the scheduled {DAG_ID} run picks them up (or use --wait)")
+        return 0
+    result = run_dag_and_wait(s, {"prefix": args.prefix, "force": False}, args.timeout)
+    summary = result["summary"] or {}
+    if summary:
+        print(
+            f"run {result['state']}: {summary.get('documents_indexed', 0)} indexed, "
+            f"{summary.get('documents_unchanged', 0)} unchanged, {summary.get('documents_quarantined', 0)} quarantined, "
+            f"{summary.get('documents_failed', 0)} failed; {summary.get('pages', 0)} pages, {summary.get('chunks', 0)} chunks"
+        )
+        for q in summary.get("quarantine", []):
+            print(f"  quarantined {q['key']}: {q['code']}: {q['message']}")
+    else:
+        print(f"run {result['state']}")
+    return 0 if result["state"] == "success" else 1
+
+
+# --- search ----------------------------------------------------------------------------
+
+
+def search(query: str, top_k: int = 5) -> list[dict[str, Any]]:
+    from kb.embedding import Embedder
+    from kb.settings import PipelineSettings
+    from kb.vectorstore import VectorStore
+
+    p = PipelineSettings()
+    vector = Embedder(p.embed_model_dir).embed([query])[0]
+    with VectorStore.open(p) as vs:
+        hits = vs.search(vector, top_k)
+    return [{"score": round(h.score, 4), "key": h.key, "pages": h.pages, "text": h.text,
+             "section": h.payload.get("section"), "version_id": h.payload.get("version_id")} for h in hits]
+
+
+def _snippet(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    _client_env()
+    hits = search(args.query, args.top_k)
+    if args.json:
+        print(json.dumps(hits, ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print("no results (is anything indexed? try `kb ingest PATH --wait`)")
+        return 0
+    for i, h in enumerate(hits, 1):
+        pages = ",".join(map(str, h["pages"]))
+        print(f"{i}. {h['score']:.3f}  {h['key']}  p.{pages}\n   {_snippet(h['text'])}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Ingest the sample documents and answer the sample questions, with source and page."""
+    from kb.samples import DEMO_QUESTIONS
+
+    samples = Path(__file__).resolve().parents[1] / "samples"
+    rc = cmd_ingest(argparse.Namespace(paths=[str(samples)], prefix="", wait=True, timeout=args.timeout))
+    if rc != 0:
+        return rc
+    right = 0
+    for question, key, page in DEMO_QUESTIONS:
+        hit = search(question, 1)
+        print(f"\nQ: {question}")
+        if not hit:
+            print("A: (no answer)")
+            continue
+        h = hit[0]
+        ok = h["key"] == key and page in h["pages"]
+        right += ok
+        print(f"A: {_snippet(h['text'], 240)}\n   source: {h['key']}, page {','.join(map(str, h['pages']))}"
+              f"  [{'expected page' if ok else 'expected ' + key + ' p.' + str(page)}]")
+    print(f"\n{right}/{len(DEMO_QUESTIONS)} answers cite the expected page")
+    return 0 if right == len(DEMO_QUESTIONS) else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kb.bench import bench_ingest
+
+    _client_env()
+    result = bench_ingest(documents=args.documents, pages=args.pages, timeout_s=args.timeout)
+    print(json.dumps(result, indent=2) if args.json else result["table"])
+    return 0
+
+
+# --- entry point -----------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kb", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("up", help="start the local stack (S3 server, Airflow, Qdrant local store)",
+                       description="Ports and the state folder come from KB_S3_PORT, KB_WEED_MASTER_PORT, "
+                                   "KB_WEED_VOLUME_PORT, KB_WEED_FILER_PORT, KB_AIRFLOW_PORT, "
+                                   "KB_AIRFLOW_WORKER_LOG_PORT, KB_AIRFLOW_TRIGGER_LOG_PORT and KB_STATE_DIR.")
+    p.add_argument("--no-airflow", action="store_true", help="only the S3 server and the Qdrant store")
+    p.set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop what `kb up` started").set_defaults(func=cmd_down)
+    p = sub.add_parser("status", help="report each part of the stack")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("ingest", help="upload files to the inbox bucket (and optionally run kb_ingest)")
+    p.add_argument("paths", nargs="+", help="files or folders")
+    p.add_argument("--prefix", default="", help="key prefix in the inbox bucket")
+    p.add_argument("--wait", action="store_true", help="trigger kb_ingest and follow it to the end")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the run")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("search", help="search the knowledge base")
+    p.add_argument("query")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("demo", help="ingest the sample documents and answer sample questions")
+    p.add_argument("--timeout", type=float, default=900.0)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="benchmarks")
+    bench = p.add_subparsers(dest="bench", required=True)
+    b = bench.add_parser("ingest", help="pages/s through the DAG against a direct script, same run")
+    b.add_argument("--documents", type=int, default=10)
+    b.add_argument("--pages", type=int, default=20, help="pages per document")
+    b.add_argument("--timeout", type=float, default=1800.0)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KbError as exc:
+        print(f"kb: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

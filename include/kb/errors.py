@@ -1,0 +1,101 @@
+"""Every error the pipeline raises on purpose, in one place.
+
+Document errors carry a stable ``code`` that ends up in quarantine records and
+alerts; ``retryable`` says whether running the same input again can succeed,
+so nothing that cannot succeed is retried.
+"""
+
+from __future__ import annotations
+
+
+class KbError(Exception):
+    """Base class of the pipeline's own errors."""
+
+    code = "kb_error"
+    retryable = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# --- bad input: a document that can never succeed as it is --------------------------
+
+
+class DocumentError(KbError):
+    """A document that cannot be indexed as it is: quarantined, never retried."""
+
+    code = "document_error"
+
+
+class EmptyDocument(DocumentError):
+    code = "empty_file"
+
+
+class NotAPdf(DocumentError):
+    code = "not_pdf"
+
+
+class CorruptPdf(DocumentError):
+    code = "corrupt_pdf"
+
+
+class EncryptedPdf(DocumentError):
+    code = "encrypted_pdf"
+
+
+class TooManyPages(DocumentError):
+    code = "too_many_pages"
+
+
+class DocumentTooLarge(DocumentError):
+    code = "file_too_large"
+
+
+class IncompleteExtraction(DocumentError):
+    """Pages planned for a document are missing from, or repeated in, its results."""
+
+    code = "incomplete_extraction"
+
+
+# --- infrastructure: worth retrying -------------------------------------------------
+
+
+class InfrastructureError(KbError):
+    code = "infrastructure_error"
+    retryable = True
+
+
+class ObjectChanged(InfrastructureError):
+    """The object's bytes differ from what the plan saw (overwritten mid-run)."""
+
+    code = "object_changed"
+
+
+class StoreBusy(InfrastructureError):
+    """The local Qdrant store stayed locked by another process past the wait."""
+
+    code = "store_busy"
+
+
+# --- the local stack ----------------------------------------------------------------
+
+
+class StackError(KbError):
+    code = "stack_error"
+
+
+class PortInUse(StackError):
+    code = "port_in_use"
+
+
+class ServiceDidNotStart(StackError):
+    code = "service_did_not_start"
+
+
+class StackNotRunning(StackError):
+    code = "stack_not_running"
+
+
+class AirflowApiError(KbError):
+    code = "airflow_api_error"

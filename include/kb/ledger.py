@@ -1,0 +1,131 @@
+"""The durable record of what was indexed, one JSON object per document.
+
+It lives in the artifacts bucket (``ledger/<doc_id>.json``) so that every worker,
+on any machine, sees the same state, and it survives the loss of any local disk.
+A document is identified by bucket and key; a version by its ETag/version id and,
+once downloaded, by the sha256 of its bytes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from kb.objectstore import ObjectInfo, ObjectStore
+
+DOC_NAMESPACE = uuid.UUID("0b7c4d1e-2f3a-5b6c-8d9e-0a1b2c3d4e5f")
+
+INDEXED = "indexed"
+QUARANTINED = "quarantined"
+FAILED = "failed"  # a retryable failure; tried again until max_attempts
+DELETED = "deleted"
+
+
+def doc_id_for(bucket: str, key: str) -> str:
+    return str(uuid.uuid5(DOC_NAMESPACE, f"{bucket}/{key}"))
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class LedgerEntry:
+    doc_id: str
+    bucket: str
+    key: str
+    etag: str
+    version_id: str | None
+    size: int
+    status: str
+    sha256: str | None = None
+    attempts: int = 0
+    error: dict[str, Any] | None = None
+    pages: int | None = None
+    chunks: int | None = None
+    # The version whose points are in Qdrant now. A later version that fails keeps
+    # these, so the ledger never forgets what is searchable.
+    indexed_sha256: str | None = None
+    indexed_version_id: str | None = None
+    indexed_chunks: int | None = None
+    embedder: str | None = None
+    collection: str | None = None
+    run_id: str | None = None
+    updated_at: str = field(default_factory=now_iso)
+
+    def same_version(self, obj: ObjectInfo) -> bool:
+        return self.etag == obj.etag and self.version_id == obj.version_id
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LedgerEntry":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+class Ledger:
+    PREFIX = "ledger/"
+
+    def __init__(self, store: ObjectStore, bucket: str) -> None:
+        self.store = store
+        self.bucket = bucket
+
+    def _key(self, doc_id: str) -> str:
+        return f"{self.PREFIX}{doc_id}.json"
+
+    def get(self, doc_id: str) -> LedgerEntry | None:
+        data = self.store.get_json(self.bucket, self._key(doc_id))
+        return LedgerEntry.from_dict(data) if data else None
+
+    def put(self, entry: LedgerEntry) -> None:
+        entry.updated_at = now_iso()
+        self.store.put_json(self.bucket, self._key(entry.doc_id), asdict(entry))
+
+    def all(self) -> dict[str, LedgerEntry]:
+        entries = {}
+        for obj in self.store.list_latest(self.bucket, self.PREFIX):
+            data = self.store.get_json(self.bucket, obj.key)
+            if data:
+                entry = LedgerEntry.from_dict(data)
+                entries[entry.doc_id] = entry
+        return entries
+
+
+@dataclass
+class Work:
+    """What one run should do, decided by comparing the bucket with the ledger."""
+
+    new: list[ObjectInfo] = field(default_factory=list)
+    changed: list[ObjectInfo] = field(default_factory=list)
+    retry: list[ObjectInfo] = field(default_factory=list)
+    unchanged: list[ObjectInfo] = field(default_factory=list)
+    deleted: list[LedgerEntry] = field(default_factory=list)
+
+    @property
+    def todo(self) -> list[ObjectInfo]:
+        return self.new + self.changed + self.retry
+
+
+def pending_work(
+    bucket: str, objects: Iterable[ObjectInfo], entries: dict[str, LedgerEntry], max_attempts: int
+) -> Work:
+    work = Work()
+    seen = set()
+    for obj in objects:
+        doc_id = doc_id_for(obj.bucket, obj.key)
+        seen.add(doc_id)
+        entry = entries.get(doc_id)
+        if entry is None or entry.status == DELETED:
+            work.new.append(obj)
+        elif not entry.same_version(obj):
+            work.changed.append(obj)
+        elif entry.status == FAILED and entry.attempts < max_attempts:
+            work.retry.append(obj)
+        else:
+            # indexed, quarantined, or failed too often: only a new version reopens it
+            work.unchanged.append(obj)
+    for doc_id, entry in entries.items():
+        if entry.bucket == bucket and doc_id not in seen and entry.status != DELETED:
+            work.deleted.append(entry)
+    return work

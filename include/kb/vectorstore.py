@@ -1,0 +1,167 @@
+"""The Qdrant side: one collection of chunks with a named dense vector.
+
+Local mode keeps the whole store in one folder that only one process may open at a
+time, so every access goes through an exclusive file lock held only as long as the
+operation: Airflow task processes and ``kb search`` take turns instead of failing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from qdrant_client import QdrantClient, models
+
+from kb.errors import StoreBusy
+from kb.settings import PipelineSettings
+
+DENSE = "dense"
+# Point ids are UUIDv5 in this namespace: the same chunk of the same content always
+# gets the same id, so a rerun overwrites instead of duplicating.
+POINT_NAMESPACE = uuid.UUID("6f1c2e3a-8b0d-5c4e-9a7f-1d2b3c4e5f60")
+
+
+def point_id(doc_id: str, sha256: str, chunk_index: int) -> str:
+    return str(uuid.uuid5(POINT_NAMESPACE, f"{doc_id}:{sha256}:{chunk_index}"))
+
+
+@dataclass
+class Hit:
+    score: float
+    key: str
+    pages: list[int]
+    text: str
+    payload: dict[str, Any]
+
+
+@contextmanager
+def _exclusive(lock_path: Path, timeout_s: float) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as fh:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreBusy(f"the Qdrant store at {lock_path.parent} stayed locked for {timeout_s:.0f}s")
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class VectorStore:
+    def __init__(self, client: QdrantClient, collection: str) -> None:
+        self.client = client
+        self.collection = collection
+
+    @classmethod
+    @contextmanager
+    def open(cls, settings: PipelineSettings | None = None) -> Iterator["VectorStore"]:
+        """A store for the duration of the ``with`` block (holding the lock in local mode)."""
+        s = settings or PipelineSettings()
+        if s.qdrant_url:
+            key = s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None
+            client = QdrantClient(url=s.qdrant_url, api_key=key)
+            try:
+                yield cls(client, s.collection)
+            finally:
+                client.close()
+            return
+        path = s.resolved_qdrant_path
+        with _exclusive(path.with_name(path.name + ".lock"), s.qdrant_lock_timeout_s):
+            path.mkdir(parents=True, exist_ok=True)
+            client = QdrantClient(path=str(path))
+            try:
+                yield cls(client, s.collection)
+            finally:
+                client.close()
+
+    def ensure_collection(self, dimension: int) -> None:
+        if self.client.collection_exists(self.collection):
+            info = self.client.get_collection(self.collection)
+            vectors = info.config.params.vectors
+            size = vectors[DENSE].size if isinstance(vectors, dict) else None
+            if size != dimension:
+                raise ValueError(
+                    f"collection {self.collection!r} holds {size}-d vectors, the embedder makes {dimension}-d; "
+                    "use another collection name (KB_COLLECTION) or re-index"
+                )
+            return
+        self.client.create_collection(
+            self.collection,
+            vectors_config={DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)},
+        )
+        for field in ("doc_id", "key", "sha256"):
+            self.client.create_payload_index(self.collection, field, models.PayloadSchemaType.KEYWORD)
+
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, payloads: Sequence[dict[str, Any]], batch: int = 256) -> None:
+        for start in range(0, len(ids), batch):
+            end = start + batch
+            self.client.upsert(
+                self.collection,
+                points=models.Batch(
+                    ids=list(ids[start:end]),
+                    vectors={DENSE: vectors[start:end].tolist()},
+                    payloads=list(payloads[start:end]),
+                ),
+                wait=True,
+            )
+
+    def delete_other_versions(self, doc_id: str, keep_sha256: str | None) -> None:
+        """Remove the document's points of every content version but ``keep_sha256``."""
+        must = [models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]
+        must_not = [models.FieldCondition(key="sha256", match=models.MatchValue(value=keep_sha256))] if keep_sha256 else []
+        self.client.delete(
+            self.collection,
+            points_selector=models.FilterSelector(filter=models.Filter(must=must, must_not=must_not)),
+            wait=True,
+        )
+
+    def count(self, doc_id: str | None = None) -> int:
+        if not self.client.collection_exists(self.collection):
+            return 0
+        flt = None
+        if doc_id:
+            flt = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))])
+        return self.client.count(self.collection, count_filter=flt, exact=True).count
+
+    def points(self, doc_id: str | None = None) -> list[models.Record]:
+        """Every point (payload, no vectors) of one document or of the collection."""
+        if not self.client.collection_exists(self.collection):
+            return []
+        flt = None
+        if doc_id:
+            flt = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))])
+        out, offset = [], None
+        while True:
+            records, offset = self.client.scroll(self.collection, scroll_filter=flt, limit=256, offset=offset)
+            out.extend(records)
+            if offset is None:
+                return out
+
+    def search(self, vector: np.ndarray, top_k: int = 5) -> list[Hit]:
+        if not self.client.collection_exists(self.collection):
+            return []
+        result = self.client.query_points(
+            self.collection, query=vector.tolist(), using=DENSE, limit=top_k, with_payload=True
+        )
+        return [
+            Hit(
+                score=float(p.score),
+                key=p.payload.get("key", ""),
+                pages=list(p.payload.get("pages", [])),
+                text=p.payload.get("text", ""),
+                payload=dict(p.payload),
+            )
+            for p in result.points
+        ]

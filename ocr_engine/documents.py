@@ -1,0 +1,55 @@
+"""Opening PDFs safely: every way a document can be unusable becomes a typed error."""
+
+from __future__ import annotations
+
+import pymupdf
+
+from ocr_engine.errors import CorruptPdf, EmptyDocument, EncryptedPdf, NotAPdf, PageRangeError, TooManyPages
+
+pymupdf.TOOLS.mupdf_display_errors(False)  # repairs are reported through our errors, not stderr
+
+
+def open_pdf(data: bytes, *, max_pages: int | None = None) -> pymupdf.Document:
+    """Open PDF bytes, or raise the typed reason why they cannot be indexed.
+
+    MuPDF silently repairs many broken files; a file it had to repair whose pages
+    cannot all be loaded is treated as corrupt rather than half-indexed.
+    """
+    if not data:
+        raise EmptyDocument("the file is empty (0 bytes)")
+    head = data[:1024].lstrip()
+    if b"%PDF-" not in head:
+        raise NotAPdf("the file does not start with a PDF header")
+    try:
+        doc = pymupdf.open(stream=data, filetype="pdf")
+    except Exception as exc:  # MuPDF raises its own FileDataError/RuntimeError variants
+        raise CorruptPdf(f"the PDF cannot be opened: {exc}") from exc
+    if doc.needs_pass or doc.is_encrypted:
+        doc.close()
+        raise EncryptedPdf("the PDF is password-protected")
+    if doc.page_count == 0:
+        doc.close()
+        raise CorruptPdf("the PDF has no readable pages (truncated or damaged)")
+    if max_pages is not None and doc.page_count > max_pages:
+        n = doc.page_count
+        doc.close()
+        raise TooManyPages(f"the PDF has {n} pages, more than the limit of {max_pages}")
+    if doc.is_repaired and b"%%EOF" not in data[-2048:]:
+        # MuPDF rebuilt the cross-reference table and the end marker is gone: the
+        # file was cut short, so whatever pages survived are not the document.
+        doc.close()
+        raise CorruptPdf("the PDF is truncated (no end-of-file marker; MuPDF had to repair it)")
+    if doc.is_repaired:
+        try:
+            for page in doc:
+                page.get_text("text")
+        except Exception as exc:
+            doc.close()
+            raise CorruptPdf(f"the PDF is damaged beyond repair: {exc}") from exc
+    return doc
+
+
+def check_range(doc: pymupdf.Document, first: int, last: int) -> None:
+    """Pages are 1-based and inclusive, as users write them."""
+    if first < 1 or last < first or last > doc.page_count:
+        raise PageRangeError(f"page range {first}-{last} is outside 1-{doc.page_count}")

@@ -1,0 +1,42 @@
+"""Hooks: each owns one external client, built from an Airflow connection.
+
+The S3 credentials live in the connection (``kb_s3`` by default: host, port, login =
+access key, password = secret key, extra ``{"secure": false}``), never in code.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from airflow.sdk import BaseHook
+
+from kb.objectstore import ObjectStore
+
+
+class ObjectStoreHook(BaseHook):
+    """MinIO / any S3 server, through ``kb.objectstore.ObjectStore``."""
+
+    conn_name_attr = "s3_conn_id"
+    default_conn_name = "kb_s3"
+    conn_type = "generic"
+    hook_name = "KB object store (S3)"
+
+    def __init__(self, s3_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.s3_conn_id = s3_conn_id
+
+    def get_conn(self) -> ObjectStore:
+        return self.store
+
+    @cached_property
+    def store(self) -> ObjectStore:
+        conn = self.get_connection(self.s3_conn_id)
+        extra = conn.extra_dejson or {}
+        endpoint = f"{conn.host}:{conn.port}" if conn.port else str(conn.host)
+        return ObjectStore.connect(
+            endpoint,
+            conn.login,
+            conn.password,
+            secure=bool(extra.get("secure", conn.schema == "https")),
+            region=extra.get("region"),
+        )
