@@ -80,7 +80,8 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
         for f in files:
             store.put_bytes(settings.inbox_bucket, prefix + f.name, f.read_bytes(), content_type="application/pdf")
         started = time.perf_counter()
-        result = run_dag_and_wait(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None)
+        result = run_dag_and_wait(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None,
+                                  poll_s=0.5)
         dag_s = time.perf_counter() - started
         summary = result["summary"] or {}
 

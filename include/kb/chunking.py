@@ -1,6 +1,7 @@
 """Structure-aware chunking with page provenance.
 
-Input is each page's Markdown. Headings start new chunks and give every chunk its
+Input is each page's Markdown. Headings and page breaks start new chunks (so a hit
+cites the page it came from, not a span of pages), and headings give every chunk its
 section; paragraphs are packed up to a token limit measured with the embedder's own
 tokenizer; a paragraph longer than the limit is split at sentence ends (Latin and
 CJK punctuation), and a sentence longer than the limit at token windows.
@@ -117,6 +118,7 @@ def chunk_pages(
         current = _Open(list(tail))
 
     for page_no, markdown in pages:
+        close(carry_overlap=False)
         for para in (p.strip() for p in markdown.split("\n\n")):
             if not para:
                 continue

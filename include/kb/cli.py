@@ -91,13 +91,13 @@ def _airflow_client(s):
     return AirflowClient(airflow_base_url(s), s.airflow_user, password or "")
 
 
-def run_dag_and_wait(s, conf: dict[str, Any], timeout_s: float, echo=print) -> dict[str, Any]:
+def run_dag_and_wait(s, conf: dict[str, Any], timeout_s: float, echo=print, poll_s: float = 2.0) -> dict[str, Any]:
     client = _airflow_client(s)
     try:
         client.wait_for_dag(DAG_ID)
         run_id = client.trigger(DAG_ID, conf)
         echo(f"triggered {DAG_ID} run {run_id}")
-        progress = client.follow(DAG_ID, run_id, timeout_s=timeout_s, echo=echo)
+        progress = client.follow(DAG_ID, run_id, timeout_s=timeout_s, echo=echo, poll_s=poll_s)
         summary = None
         try:
             summary = client.xcom(DAG_ID, run_id, "report")

@@ -102,7 +102,8 @@ class Steps:
             except BAD_INPUT as exc:
                 quarantined.append(self.quarantine(obj, exc, run_id, sha256=sha))
                 continue
-            spans = split_ranges(len(kinds), self.settings.max_pages_per_range)
+            cap = self.settings.max_pages_per_range if SCANNED in kinds else self.settings.max_textlayer_pages_per_range
+            spans = split_ranges(len(kinds), cap)
             document = {
                 "doc_id": doc_id,
                 **obj.as_dict(),

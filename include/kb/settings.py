@@ -33,6 +33,9 @@ class PipelineSettings(BaseSettings):
     max_pages: int = 2000
     # The OCR engine's token budget will size ranges once it exists; until then a cap.
     max_pages_per_range: int = Field(16, ge=1)
+    # A document whose every page has a usable text layer needs no OCR: its pages cost
+    # milliseconds each, so bigger ranges save the per-task overhead that would dominate.
+    max_textlayer_pages_per_range: int = Field(64, ge=1)
     min_text_chars: int = Field(20, ge=0, description="text layer below this counts as scanned")
     max_attempts: int = Field(3, ge=1, description="failed runs of one version before quarantine")
 

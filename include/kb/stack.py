@@ -262,7 +262,9 @@ def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
         "-filer", f"-filer.port={s.weed_filer_port}",
         "-s3", f"-s3.port={s.s3_port}", f"-s3.config={config_path}",
         "-s3.port.iceberg=0", "-s3.port.lance=0", "-iam=false",
-        "-master.volumeSizeLimitMB=256", "-volume.max=32",
+        # Every bucket is a weed collection with volumes of its own: let weed size the
+        # volume count from free disk (0) and keep volumes small, or new buckets run out.
+        "-master.volumeSizeLimitMB=64", "-volume.max=0",
     ]
     pid = _start(s, "s3", cmd, dict(os.environ), data)
 

@@ -1,0 +1,124 @@
+"""Shared fixtures: a real S3 server (weed) on loopback, an Airflow metadata DB on SQLite.
+
+Airflow reads AIRFLOW_HOME when it is first imported, so the test home is set here,
+before any test module imports Airflow.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kb-test-airflow-"))
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+for name in list(os.environ):  # a developer's own stack settings must not leak into tests
+    if name.startswith("KB_"):
+        del os.environ[name]
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def weed_port_set() -> dict[str, int]:
+    """Four base ports whose +10000 gRPC twins are free too."""
+    while True:
+        ports = free_ports(4)
+        if all(p + 10000 < 65536 for p in ports) and all(_free(p + 10000) for p in ports):
+            return dict(zip(("s3_port", "weed_master_port", "weed_volume_port", "weed_filer_port"), ports))
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One weed server for the session, with generated keys; stopped at the end."""
+    from kb import stack
+    from kb.settings import StackSettings
+
+    state = tmp_path_factory.mktemp("s3-state")
+    settings = StackSettings(state_dir=state, **weed_port_set())
+    secrets = stack.ensure_secrets(state)
+    stack.start_s3(settings, secrets)
+    yield {
+        "settings": settings,
+        "endpoint": f"127.0.0.1:{settings.s3_port}",
+        "access_key": secrets["KB_S3_ACCESS_KEY"],
+        "secret_key": secrets["KB_S3_SECRET_KEY"],
+    }
+    stack.stop_s3(settings)
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    done = subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+                          capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return _AIRFLOW_HOME
+
+
+@pytest.fixture
+def kb_env(s3_server, tmp_path, monkeypatch):
+    """Pipeline settings for one test: its own buckets, state folder and Qdrant store."""
+    import json
+
+    from kb.objectstore import ObjectStore
+
+    tag = uuid.uuid4().hex[:8]
+    env = {
+        "KB_S3_ENDPOINT": s3_server["endpoint"],
+        "KB_S3_ACCESS_KEY": s3_server["access_key"],
+        "KB_S3_SECRET_KEY": s3_server["secret_key"],
+        "KB_STATE_DIR": str(tmp_path / "state"),
+        "KB_INBOX_BUCKET": f"inbox-{tag}",
+        "KB_ARTIFACTS_BUCKET": f"artifacts-{tag}",
+        "KB_MAX_PAGES_PER_RANGE": "3",
+        "KB_MAX_TEXTLAYER_PAGES_PER_RANGE": "3",
+        "AIRFLOW_CONN_KB_S3": json.dumps({
+            "conn_type": "generic", "host": "127.0.0.1", "port": s3_server["settings"].s3_port,
+            "login": s3_server["access_key"], "password": s3_server["secret_key"], "extra": {"secure": False},
+        }),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    store = ObjectStore.connect(s3_server["endpoint"], s3_server["access_key"], s3_server["secret_key"])
+    store.ensure_bucket(env["KB_INBOX_BUCKET"], versioned=True)
+    store.ensure_bucket(env["KB_ARTIFACTS_BUCKET"])
+    return {"store": store, "inbox": env["KB_INBOX_BUCKET"], "artifacts": env["KB_ARTIFACTS_BUCKET"], **env}
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from kb.embedding import Embedder
+
+    return Embedder()

@@ -1,0 +1,39 @@
+"""Running kb_ingest in-process with ``dag.test()`` against the real S3 server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert not bag.import_errors, bag.import_errors
+    return bag.get_dag("kb_ingest")
+
+
+def run_ingest(**conf: Any):
+    """One run of kb_ingest; returns (dag run, the run summary the report task wrote)."""
+    from kb.objectstore import ObjectStore
+    from kb.pipeline import _safe
+    from kb.settings import PipelineSettings
+
+    dag = load_dag()
+    dr = dag.test(run_conf={"prefix": "", "force": False, **conf})
+    settings = PipelineSettings()
+    summary = ObjectStore.from_settings().get_json(settings.artifacts_bucket, f"runs/{_safe(dr.run_id)}/summary.json")
+    return dr, summary
+
+
+def points_by_doc(key: str):
+    from kb.ledger import doc_id_for
+    from kb.settings import PipelineSettings
+    from kb.vectorstore import VectorStore
+
+    settings = PipelineSettings()
+    with VectorStore.open(settings) as vs:
+        return vs.points(doc_id_for(settings.inbox_bucket, key))
