@@ -210,6 +210,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 # --- entry point -----------------------------------------------------------------------
 
 
+def _service_error(exc: Exception) -> str | None:
+    """A one-line explanation for the errors a user can fix (stack down, wrong keys)."""
+    import httpx
+    from minio.error import S3Error
+    from urllib3.exceptions import MaxRetryError
+
+    if isinstance(exc, MaxRetryError):
+        return f"cannot reach the S3 server ({exc.pool.host}:{exc.pool.port}); is the stack up? (`kb status`)"
+    if isinstance(exc, S3Error):
+        return f"the S3 server refused the request: {exc.code}: {exc.message}"
+    if isinstance(exc, httpx.ConnectError):
+        return f"cannot reach Airflow: {exc}; is the stack up? (`kb status`)"
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -255,11 +270,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings repeat what we report
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except KbError as exc:
         print(f"kb: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        message = _service_error(exc)
+        if message is None:
+            raise
+        print(f"kb: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -1,0 +1,39 @@
+# The two set-up commands of the README are `make demo` and `make test`; both create
+# the virtual environment and install the project first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install demo test down status bench clean
+
+$(BIN)/kb: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/kb
+
+# Start the local stack, ingest include/samples through kb_ingest, answer sample questions.
+# The stack stays up afterwards for `kb search`; `make down` stops it.
+demo: install
+	$(BIN)/kb up
+	$(BIN)/kb demo
+
+# Every service the tests use is started by the tests themselves (on free loopback ports)
+# and stopped when they end.
+test: install
+	$(BIN)/python -m pytest
+
+down:
+	$(BIN)/kb down
+
+status:
+	$(BIN)/kb status
+
+bench: install
+	$(BIN)/kb up
+	$(BIN)/kb bench ingest
+
+clean: down
+	rm -rf .kb

@@ -1,0 +1,114 @@
+"""The whole local stack through the real ``kb`` command: up, ingest, search, status, down."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from minio.error import S3Error
+
+from kb.objectstore import ObjectStore
+from tests.conftest import free_ports, weed_port_set
+
+pytestmark = pytest.mark.stack
+
+REPO = Path(__file__).resolve().parents[2]
+KB = str(Path(sys.executable).parent / "kb")
+
+
+def kb(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([KB, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def stack_env(tmp_path_factory):
+    state = tmp_path_factory.mktemp("stack")
+    api, worker_logs, trigger_logs = free_ports(3)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "AIRFLOW"))}
+    env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
+    env.update({
+        "KB_STATE_DIR": str(state),
+        "KB_AIRFLOW_PORT": str(api),
+        "KB_AIRFLOW_WORKER_LOG_PORT": str(worker_logs),
+        "KB_AIRFLOW_TRIGGER_LOG_PORT": str(trigger_logs),
+        "KB_SCHEDULE": "",  # manual runs only, so the test decides when runs happen
+    })
+    up = kb(env, "up")
+    assert up.returncode == 0, up.stdout + up.stderr
+    yield env
+    kb(env, "down")
+
+
+def test_status_reports_every_part_healthy(stack_env):
+    done = kb(stack_env, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["s3"]["healthy"] and {"inbox", "kb-artifacts"} <= set(status["s3"]["buckets"])
+    assert status["airflow"]["healthy"]
+    assert set(status["airflow"]["components"]) >= {"scheduler", "dag_processor", "triggerer", "metadatabase"}
+    assert status["qdrant"]["prepared"]
+    secrets = (Path(stack_env["KB_STATE_DIR"]) / "secrets.env")
+    assert secrets.stat().st_mode & 0o077 == 0, "the secrets file must be private"
+
+
+def test_wrong_s3_credentials_are_refused(stack_env):
+    secrets = dict(line.split("=", 1) for line in (Path(stack_env["KB_STATE_DIR"]) / "secrets.env").read_text().split())
+    endpoint = f"127.0.0.1:{stack_env['KB_S3_PORT']}"
+    good = ObjectStore.connect(endpoint, secrets["KB_S3_ACCESS_KEY"], secrets["KB_S3_SECRET_KEY"])
+    assert good.client.bucket_exists("inbox")
+    for access, secret in ((secrets["KB_S3_ACCESS_KEY"], "not-the-secret"), ("nobody", "nothing"), (None, None)):
+        with pytest.raises(S3Error) as info:
+            ObjectStore.connect(endpoint, access, secret).client.list_objects("inbox").__next__()
+        assert info.value.code in ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied")
+
+
+def test_ingest_wait_then_search_cites_the_right_page(stack_env):
+    done = kb(stack_env, "ingest", str(REPO / "include" / "samples"), "--wait", "--timeout", "400")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "run success" in done.stdout and "2 indexed" in done.stdout
+    assert "extract" in done.stdout  # progress lines name the tasks
+
+    done = kb(stack_env, "search", "How often must the impeller seal be replaced?", "--top-k", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    hits = json.loads(done.stdout)
+    assert hits and {"score", "key", "pages", "text"} <= set(hits[0])
+    assert hits[0]["key"] == "aquila-p200-manual.pdf" and hits[0]["pages"] == [4]
+    assert "2,000 operating hours" in hits[0]["text"]
+
+    # the same files again: the run finds nothing new and the index is unchanged
+    done = kb(stack_env, "ingest", str(REPO / "include" / "samples"), "--wait", "--timeout", "400")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 indexed" in done.stdout
+
+
+def test_a_taken_port_is_a_clear_error_within_a_bounded_wait(stack_env, tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        env = dict(stack_env, KB_STATE_DIR=str(tmp_path / "other"), KB_S3_PORT=str(taken))
+        started = time.monotonic()
+        done = kb(env, "up", "--no-airflow", timeout=60)
+    assert done.returncode == 2
+    assert f"port {taken}" in done.stderr and "already in use" in done.stderr
+    assert time.monotonic() - started < 30
+    assert kb(env, "status").returncode == 1  # nothing was left running
+
+
+def test_down_stops_exactly_what_up_started(stack_env, tmp_path):
+    """A second stack (S3 only) on its own ports comes up and goes down without touching the first."""
+    env = dict(stack_env, KB_STATE_DIR=str(tmp_path / "second"))
+    env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
+    assert kb(env, "up", "--no-airflow").returncode == 0
+    pid = json.loads(kb(env, "status", "--json").stdout)["s3"]["pid"]
+    assert pid
+    assert kb(env, "down").returncode == 0
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+    assert kb(env, "status").returncode == 1
+    assert kb(stack_env, "status").returncode == 0  # the first stack is still up

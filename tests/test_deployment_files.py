@@ -1,0 +1,43 @@
+"""docker-compose.yaml cannot be started here (no Docker engine); its wiring is checked instead."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+
+
+def test_compose_has_every_production_part():
+    services = compose()["services"]
+    for name in ("postgres", "redis", "minio", "minio-init", "qdrant", "airflow-apiserver", "airflow-scheduler",
+                 "airflow-dag-processor", "airflow-triggerer", "airflow-worker", "airflow-worker-gpu"):
+        assert name in services, name
+
+
+def test_the_gpu_worker_serves_queue_gpu_and_reserves_a_gpu():
+    gpu = compose()["services"]["airflow-worker-gpu"]
+    assert "--queues gpu" in gpu["command"]
+    assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert "gpu_ocr" in compose()["services"]["airflow-init"]["command"][-1]
+
+
+def test_no_secret_is_written_into_the_compose_file():
+    text = (REPO / "docker-compose.yaml").read_text()
+    found = re.findall(r"^\s*\w*(?:PASSWORD|SECRET|API_KEY)\w*:\s*(\S+)", text, flags=re.MULTILINE)
+    assert found
+    for value in found:
+        assert value.startswith("${"), value
+    assert "minioadmin" not in text
+
+
+def test_published_ports_bind_to_loopback_only():
+    for name, service in compose()["services"].items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
