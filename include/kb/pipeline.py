@@ -20,7 +20,6 @@ from kb.errors import DocumentError, IncompleteExtraction, ObjectChanged
 from kb.objectstore import ObjectInfo, ObjectStore
 from kb.planning import SCANNED, classify_pages, split_ranges
 from kb.settings import PipelineSettings
-from kb.vectorstore import VectorStore, point_id
 from ocr_engine.documents import open_pdf
 from ocr_engine.errors import DocumentTooLarge, InputError
 from ocr_engine.textlayer import extract_range as textlayer_range
@@ -181,6 +180,8 @@ class Steps:
             self.check_coverage(document, pages)
         except IncompleteExtraction as exc:
             return self._fail(obj, entry, exc, run_id, document["sha256"])
+        from kb.vectorstore import VectorStore, point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
+
         pages.sort(key=lambda p: p["page"])
         embedder = embedder or Embedder(self.settings.embed_model_dir, batch_size=self.settings.embed_batch_size)
         chunks = chunk_pages(
@@ -235,6 +236,8 @@ class Steps:
         """Documents gone from the bucket lose their points; the ledger keeps the record."""
         if not doc_ids:
             return 0
+        from kb.vectorstore import VectorStore
+
         with VectorStore.open(self.settings) as vs:
             for doc_id in doc_ids:
                 vs.delete_other_versions(doc_id, None)
