@@ -50,11 +50,17 @@ class AirflowClient:
             self._token = resp.json()["access_token"]
         return {"Authorization": f"Bearer {self._token}"}
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = self._http.request(method, path, headers=self._auth(), **kwargs)
-        if resp.status_code == 401:  # the token expired: get a new one once
-            self._token = None
+    def _request(self, method: str, path: str, retries: int = 4, **kwargs: Any) -> Any:
+        for attempt in range(retries + 1):
             resp = self._http.request(method, path, headers=self._auth(), **kwargs)
+            if resp.status_code == 401:  # the token expired: get a new one once
+                self._token = None
+                resp = self._http.request(method, path, headers=self._auth(), **kwargs)
+            # On SQLite a write can time out while the scheduler holds the lock; the API
+            # answers 500 and rolled the transaction back, so trying again is safe.
+            if resp.status_code < 500 or attempt == retries:
+                break
+            time.sleep(min(2 ** attempt, 8))
         if resp.status_code >= 400:
             raise AirflowApiError(f"{method} {path} answered HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.json()

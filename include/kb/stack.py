@@ -309,6 +309,9 @@ def airflow_env(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
         # `airflow standalone` starts its parts by running `airflow` from PATH.
         "PATH": bin_dir + os.pathsep + env.get("PATH", ""),
         "AIRFLOW_HOME": str(home),
+        # SQLite's default 5 s busy timeout is shorter than a scheduler write burst on a
+        # 2-core machine; API writes then fail with "database is locked".
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db?timeout=30",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
