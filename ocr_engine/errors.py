@@ -43,3 +43,13 @@ class DocumentTooLarge(InputError):
 
 class PageRangeError(InputError):
     code = "bad_page_range"
+
+
+class ModelIntegrityError(EngineError):
+    """The weights folder does not match its sha256 manifest; nothing was loaded."""
+
+    code = "model_integrity"
+
+
+class BackendUnavailable(EngineError):
+    code = "backend_unavailable"

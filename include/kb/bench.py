@@ -29,7 +29,7 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
     from kb.embedding import Embedder
     from kb.settings import PipelineSettings
     from kb.vectorstore import VectorStore, point_id
-    from ocr_engine.textlayer import extract_range
+    from ocr_engine.backends.textlayer import extract_range
 
     settings = PipelineSettings(collection=collection)
     embedder = Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)

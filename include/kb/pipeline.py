@@ -22,7 +22,7 @@ from kb.planning import SCANNED, classify_pages, split_ranges
 from kb.settings import PipelineSettings
 from ocr_engine.documents import open_pdf
 from ocr_engine.errors import DocumentTooLarge, InputError
-from ocr_engine.textlayer import extract_range as textlayer_range
+from ocr_engine.backends.textlayer import extract_range as textlayer_range
 
 log = logging.getLogger(__name__)
 

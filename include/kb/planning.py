@@ -11,7 +11,7 @@ import math
 
 import pymupdf
 
-from ocr_engine.textlayer import usable_text
+from ocr_engine.backends.textlayer import usable_text
 
 TEXT = "text"
 SCANNED = "scanned"

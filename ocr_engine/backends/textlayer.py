@@ -10,37 +10,12 @@ import re
 import statistics
 import time
 import unicodedata
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import pymupdf
 
+from ocr_engine.schema import EMPTY, OK, Block, PageResult, count_chars
+
 _PAGE_NUMBER = re.compile(r"^\s*(page\s*)?\d{1,4}(\s*/\s*\d{1,4})?\s*$", re.IGNORECASE)
-
-
-@dataclass
-class Block:
-    type: str  # "heading" | "text"
-    bbox: tuple[float, float, float, float]  # page coordinates, points
-    text: str
-    confidence: float | None = None
-
-
-@dataclass
-class PageResult:
-    """One page's extraction; ``page`` is 1-based."""
-
-    page: int
-    markdown: str
-    blocks: list[Block] = field(default_factory=list)
-    backend: str = "textlayer"
-    status: str = "ok"  # ok | empty | failed
-    reason: str | None = None
-    chars: int = 0
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _is_cjk(ch: str) -> bool:
@@ -123,12 +98,13 @@ def extract_page(page: pymupdf.Page) -> PageResult:
             blocks.append(Block("text", bbox, text))
             parts.append(text)
     markdown = "\n\n".join(parts)
-    chars = sum(1 for c in markdown if not c.isspace())
+    chars = count_chars(markdown)
     return PageResult(
         page=page.number + 1,
         markdown=markdown,
         blocks=blocks,
-        status="ok" if chars else "empty",
+        backend="textlayer",
+        status=OK if chars else EMPTY,
         chars=chars,
         seconds=round(time.perf_counter() - started, 4),
     )

@@ -1,0 +1,146 @@
+"""The engine's one API: a document (or images) and a page range in, one result per page out.
+
+    engine = OcrEngine()
+    results = engine.parse_pdf(pdf_bytes, first=1, last=8, backend="auto")
+
+``backend`` is ``auto`` (text layer where usable, else the configured OCR backend:
+``unlimited`` when weights are configured, else ``ppocr``), ``unlimited``, ``ppocr`` or
+``textlayer``. Pages are rendered one at a time within a pixel budget.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ocr_engine.backends import textlayer
+from ocr_engine.documents import check_range, open_pdf
+from ocr_engine.errors import BackendUnavailable
+from ocr_engine.render import iter_pages
+from ocr_engine.router import OCR, route
+from ocr_engine.schema import FAILED, PageResult
+from ocr_engine.settings import EngineSettings
+
+BACKENDS = ("auto", "unlimited", "ppocr", "textlayer")
+
+
+class OcrEngine:
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self.settings = settings or EngineSettings()
+
+    # --- backends (loaded on first use) ---------------------------------------------
+
+    @cached_property
+    def ppocr(self):
+        from ocr_engine.backends.ppocr import PPOCRBackend
+
+        return PPOCRBackend()
+
+    @cached_property
+    def unlimited(self):
+        if not self.settings.model_dir:
+            raise BackendUnavailable("the unlimited backend needs OCR_MODEL_DIR (a verified weights folder)")
+        from ocr_engine.unlimited.backend import UnlimitedBackend
+
+        return UnlimitedBackend(self.settings.model_dir, self.settings)
+
+    def ocr_backend_name(self) -> str:
+        choice = self.settings.ocr_backend
+        if choice == "auto":
+            return "unlimited" if self.settings.model_dir else "ppocr"
+        return choice
+
+    # --- the API ----------------------------------------------------------------------
+
+    def parse_pdf(self, source: bytes | str | Path, first: int = 1, last: int | None = None,
+                  backend: str = "auto") -> list[PageResult]:
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}")
+        data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source
+        doc = open_pdf(data)
+        try:
+            last = doc.page_count if last is None else last
+            check_range(doc, first, last)
+            pages = list(range(first, last + 1))
+            if backend == "textlayer":
+                return textlayer.extract_range(doc, first, last)
+            if backend == "auto":
+                routes = route(doc, pages, self.settings.min_text_chars)
+                ocr_name = self.ocr_backend_name()
+            else:
+                routes = {n: OCR for n in pages}
+                ocr_name = backend
+            results: dict[int, PageResult] = {}
+            for n in pages:
+                if routes[n] != OCR:
+                    results[n] = textlayer.extract_page(doc.load_page(n - 1))
+            ocr_pages = [n for n in pages if routes[n] == OCR]
+            if ocr_pages:
+                for r in self._ocr(doc, ocr_pages, ocr_name):
+                    results[r.page] = r
+            return [results[n] for n in pages]
+        finally:
+            doc.close()
+
+    def _ocr(self, doc, pages: list[int], name: str) -> list[PageResult]:
+        s = self.settings
+        if name == "ppocr":
+            out = []
+            for rendered in iter_pages(doc, pages, s.dpi, s.max_pixels_per_page):
+                width = doc.load_page(rendered.page - 1).rect.width
+                out.append(self._guard(rendered.page, name, lambda: self.ppocr.recognize(rendered, width)))
+            return out
+        if name == "unlimited":
+            backend = self.unlimited
+            per_call = max(1, backend.budget().max_pages())
+            out = []
+            for start in range(0, len(pages), per_call):
+                group = pages[start : start + per_call]
+                out.extend(self._unlimited_group(doc, group))
+            return out
+        raise BackendUnavailable(f"no OCR backend named {name!r}")
+
+    def _unlimited_group(self, doc, pages: list[int]) -> list[PageResult]:
+        from PIL import Image
+
+        s = self.settings
+        images, sizes = [], []
+        for rendered in iter_pages(doc, pages, s.dpi, s.max_pixels_per_page):
+            images.append(Image.fromarray(rendered.image))
+            rect = doc.load_page(rendered.page - 1).rect
+            sizes.append((rect.width, rect.height))
+        try:
+            return self.unlimited.parse(images, pages, sizes)
+        except Exception as exc:  # one failed call fails its pages, not the document
+            return [PageResult(page=n, markdown="", backend="unlimited", status=FAILED, reason=f"{type(exc).__name__}: {exc}")
+                    for n in pages]
+
+    @staticmethod
+    def _guard(page: int, backend: str, fn) -> PageResult:
+        started = time.perf_counter()
+        try:
+            return fn()
+        except Exception as exc:
+            return PageResult(page=page, markdown="", backend=backend, status=FAILED,
+                              reason=f"{type(exc).__name__}: {exc}", seconds=round(time.perf_counter() - started, 4))
+
+    def parse_images(self, images: list[Any], backend: str = "ppocr") -> list[PageResult]:
+        """Images (numpy RGB arrays or PIL images) as pages 1..n; boxes in pixels."""
+        from PIL import Image
+
+        from ocr_engine.render import RenderedPage
+
+        if backend in ("auto", "textlayer"):
+            backend = self.ocr_backend_name()
+        arrays = [np.asarray(im.convert("RGB")) if isinstance(im, Image.Image) else im for im in images]
+        if backend == "ppocr":
+            return [self._guard(i, backend, lambda a=a, i=i: self.ppocr.recognize(RenderedPage(i, a, 1.0, False), a.shape[1]))
+                    for i, a in enumerate(arrays, start=1)]
+        if backend == "unlimited":
+            return self.unlimited.parse([Image.fromarray(a) for a in arrays], list(range(1, len(arrays) + 1)),
+                                        [(a.shape[1], a.shape[0]) for a in arrays])
+        raise BackendUnavailable(f"no OCR backend named {backend!r}")

@@ -1,0 +1,36 @@
+"""The engine's configuration, from ``OCR_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EngineSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OCR_", extra="ignore", protected_namespaces=())
+
+    # Unlimited OCR weights: a local folder with a sha256 manifest. None: no `unlimited` backend.
+    model_dir: Path | None = None
+    device: str = "auto"  # auto | cpu | cuda
+    ocr_backend: str = Field("auto", description="what `auto` uses for scanned pages: auto | unlimited | ppocr")
+
+    dpi: int = Field(150, ge=36, le=600)
+    # A page is rendered at `dpi` unless that exceeds this many pixels; then it is
+    # scaled down to fit, so a poster-sized page cannot exhaust memory.
+    max_pixels_per_page: int = Field(12_000_000, ge=100_000)
+    min_text_chars: int = Field(20, ge=0, description="a text layer below this counts as scanned")
+
+    # Unlimited OCR generation (the paper's settings for base mode)
+    max_new_tokens_per_page: int = Field(2048, ge=16)
+    context_length: int = 32_768
+    multi_page_ngram: int = 35
+    multi_page_ngram_window: int = 1024
+    single_page_ngram_window: int = 128
+    expected_tokens_per_page: int = Field(1200, ge=1, description="output reserve the planner budgets per page")
+    cache: str = Field("static", description="R-SWA cache variant: static | dynamic")
+
+    # A page whose distinct-20 ratio falls below this is a repetition loop.
+    min_distinct_ratio: float = Field(0.5, ge=0.0, le=1.0)
+    distinct_n: int = 20

@@ -1,0 +1,1 @@
+"""Baidu's Unlimited OCR on transformers' native implementation (R-SWA decoder)."""

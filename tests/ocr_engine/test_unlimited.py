@@ -1,0 +1,136 @@
+"""The unlimited backend on a tiny random-weight model, through the real loader and generate."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from ocr_engine.errors import ModelIntegrityError
+from ocr_engine.schema import TRUNCATED
+from ocr_engine.settings import EngineSettings
+from ocr_engine.unlimited.backend import UnlimitedBackend
+from ocr_engine.unlimited.budget import TokenBudget, visual_tokens_base_mode
+from ocr_engine.unlimited.cache import bytes_per_token, cache_bytes
+from ocr_engine.unlimited.output import distinct_ratio, parse_blocks, split_pages, to_markdown
+from ocr_engine.unlimited.testing import build_tiny_model
+
+WINDOW = 16
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-unlimited"), sliding_window=WINDOW)
+
+
+def pages(n: int, seed: int = 0) -> list[Image.Image]:
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 255, (300, 220, 3), dtype=np.uint8)) for _ in range(n)]
+
+
+def test_loads_through_the_verified_loader_and_returns_one_result_per_page(tiny_dir):
+    backend = UnlimitedBackend(tiny_dir, EngineSettings(max_new_tokens_per_page=24))
+    results = backend.parse(pages(3), [4, 5, 6], [(595.0, 842.0)] * 3)
+    assert [r.page for r in results] == [4, 5, 6]
+    for r in results:
+        assert r.backend == "unlimited"
+        assert r.model_version == "tiny-random-unlimited-ocr-seed0"
+        assert len(r.weights_digest) == 64
+        assert r.tokens_in == backend.visual_tokens_per_page
+    # random weights never write an end token within 24 tokens a page: that is a truncation
+    assert any(r.status == TRUNCATED for r in results)
+
+
+@pytest.mark.parametrize("kind", ["static", "dynamic"])
+def test_the_cache_stays_bounded_once_generation_passes_the_window(tiny_dir, kind):
+    backend = UnlimitedBackend(tiny_dir, EngineSettings(max_new_tokens_per_page=5 * WINDOW, cache=kind))
+    backend.parse(pages(2), [1, 2], [(595.0, 842.0)] * 2)
+    meter = backend.last_meter
+    text = backend.model.config.text_config
+    per_token = bytes_per_token(text.num_hidden_layers, text.num_key_value_heads,
+                                text.hidden_size // text.num_attention_heads, torch.float32)
+    prefill = meter.cache.layers[0].prefill_length
+    bound = per_token * (prefill + WINDOW)
+    steps = len(meter.samples)
+    assert steps >= 4 * WINDOW
+    assert max(meter.samples) <= bound and meter.peak <= bound
+    tail = meter.samples[2 * WINDOW:]
+    assert max(tail) - min(tail) <= per_token, "past the window the cache must stop growing"
+    assert min(tail) >= per_token * (prefill + WINDOW - 1)
+    assert cache_bytes(meter.cache) == meter.current
+
+
+def test_with_a_window_longer_than_the_output_tokens_equal_a_full_cache_run(tmp_path):
+    from transformers import DynamicCache, UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
+
+    folder = build_tiny_model(tmp_path / "long-window", sliding_window=256, seed=3)
+    backend = UnlimitedBackend(folder, EngineSettings())
+    inputs = backend.processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image", "image": im} for im in pages(2, seed=1)]
+          + [{"type": "text", "text": "Multi page parsing."}]}],
+        add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt",
+        processor_kwargs={"crop_to_patches": False},
+    )
+    kwargs = dict(max_new_tokens=60, min_new_tokens=60, do_sample=False)
+    rswa = backend.model.generate(**inputs, **kwargs)
+
+    config = UnlimitedOcrConfig.from_pretrained(folder)
+    config.text_config.layer_types = ["full_attention"] * config.text_config.num_hidden_layers
+    full_model = UnlimitedOcrForConditionalGeneration.from_pretrained(folder, config=config).eval()
+    full = full_model.generate(**inputs, cache=DynamicCache(), **kwargs)
+    assert rswa.shape[1] == inputs["input_ids"].shape[1] + 60
+    assert rswa.tolist() == full.tolist()
+
+
+def test_a_tampered_missing_or_unlisted_file_is_refused_before_loading(tiny_dir, tmp_path):
+    tampered = shutil.copytree(tiny_dir, tmp_path / "tampered")
+    weights = tampered / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelIntegrityError, match="sha256 mismatch in model.safetensors"):
+        UnlimitedBackend(tampered)
+
+    missing = shutil.copytree(tiny_dir, tmp_path / "missing")
+    (missing / "config.json").unlink()
+    with pytest.raises(ModelIntegrityError, match="missing config.json"):
+        UnlimitedBackend(missing)
+
+    extra = shutil.copytree(tiny_dir, tmp_path / "extra")
+    (extra / "extra.safetensors").write_bytes(b"not in the manifest")
+    with pytest.raises(ModelIntegrityError, match="unlisted file extra.safetensors"):
+        UnlimitedBackend(extra)
+
+    bare = shutil.copytree(tiny_dir, tmp_path / "bare")
+    (bare / "manifest.sha256.json").unlink()
+    with pytest.raises(ModelIntegrityError, match="no manifest"):
+        UnlimitedBackend(bare)
+
+
+def test_output_is_split_into_pages_and_detections_into_blocks():
+    text = ("<PAGE><|det|>title [100, 50, 900, 90]<|/det|>Maintenance<|det|>text [100, 120, 900, 300]<|/det|>"
+            "Replace the seal.<PAGE><|det|>text [0, 0, 999, 999]<|/det|>Second page.")
+    first, second = split_pages(text, 2)
+    blocks = parse_blocks(first, 999.0, 999.0)
+    assert [(b.type, b.text) for b in blocks] == [("title", "Maintenance"), ("text", "Replace the seal.")]
+    assert blocks[0].bbox == (100.0, 50.0, 900.0, 90.0)
+    assert to_markdown(blocks) == "## Maintenance\n\nReplace the seal."
+    assert parse_blocks(second, 595.0, 842.0)[0].bbox == (0.0, 0.0, 595.0, 842.0)
+    assert split_pages("plain single page", 1) == ["plain single page"]
+
+
+def test_distinct_n_flags_repetition_loops():
+    assert distinct_ratio(list(range(100)), 20) == 1.0
+    assert distinct_ratio([1, 2, 3] * 40, 20) < 0.05
+    assert distinct_ratio([1, 2], 20) == 1.0
+
+
+def test_token_budget_sizes_page_ranges_to_the_context():
+    assert visual_tokens_base_mode(1024) == 273  # 16 x 17 + 1 in base mode
+    budget = TokenBudget(context_length=32_768, visual_tokens_per_page=273, prompt_tokens=12, output_tokens_per_page=1200)
+    n = budget.max_pages()
+    assert budget.tokens_for(n) <= 32_768 < budget.tokens_for(n + 1)
+    assert TokenBudget(1000, 273, 12, 1200).max_pages() == 0
