@@ -78,6 +78,7 @@ def test_a_rotated_scan_is_read_upright(engine):
 HUGE_PAGE = """
 import resource, sys
 import pymupdf
+from ocr_engine.render import render_page
 doc = pymupdf.open()
 page = doc.new_page(width=14_400, height=14_400)  # 200 x 200 inches: 900 million pixels at 150 dpi
 page.insert_text((100, 200), "poster", fontsize=200)
