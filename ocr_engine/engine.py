@@ -38,7 +38,7 @@ class OcrEngine:
     def ppocr(self):
         from ocr_engine.backends.ppocr import PPOCRBackend
 
-        return PPOCRBackend()
+        return PPOCRBackend(max_side=self.settings.ppocr_max_side)
 
     @cached_property
     def unlimited(self):

@@ -39,10 +39,27 @@ def _join(a: str, b: str) -> str:
     return a + ("" if _cjk(a[-1]) or _cjk(b[:1] or " ") else " ") + b
 
 
+def _rows(lines: list[Line]) -> list[Line]:
+    """Top to bottom, and left to right within a row: lines whose vertical centres are
+    within half a line height of each other share a row (a header's page number and
+    title are a pixel apart in y, and must not swap)."""
+    ordered = sorted(lines, key=lambda ln: (ln.bbox[1] + ln.bbox[3]) / 2)
+    rows: list[list[Line]] = []
+    for ln in ordered:
+        centre = (ln.bbox[1] + ln.bbox[3]) / 2
+        if rows:
+            ref = rows[-1][0]
+            if abs(centre - (ref.bbox[1] + ref.bbox[3]) / 2) < 0.5 * min(ref.height, ln.height):
+                rows[-1].append(ln)
+                continue
+        rows.append([ln])
+    return [ln for row in rows for ln in sorted(row, key=lambda ln: ln.bbox[0])]
+
+
 def _split_columns(lines: list[Line], width: float) -> list[list[Line]]:
-    """One band's lines as one or two columns, each in top-to-bottom order."""
+    """One band's lines as one or two columns, each in reading order."""
     if len(lines) < 4:
-        return [sorted(lines, key=lambda ln: (ln.bbox[1], ln.bbox[0]))]
+        return [_rows(lines)]
     covered = [False] * 100
     for ln in lines:
         for i in range(int(ln.bbox[0] / width * 100), min(99, int(ln.bbox[2] / width * 100)) + 1):
@@ -53,15 +70,15 @@ def _split_columns(lines: list[Line], width: float) -> list[list[Line]]:
         left = [ln for ln in lines if ln.bbox[2] <= gutter]
         right = [ln for ln in lines if ln.bbox[0] >= gutter]
         if len(left) >= 2 and len(right) >= 2:
-            return [sorted(col, key=lambda ln: (ln.bbox[1], ln.bbox[0])) for col in (left, right)]
-    return [sorted(lines, key=lambda ln: (ln.bbox[1], ln.bbox[0]))]
+            return [_rows(col) for col in (left, right)]
+    return [_rows(lines)]
 
 
 def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
     """Columns (lists of lines) in the order a person reads them."""
     ordered: list[list[Line]] = []
     band: list[Line] = []
-    for ln in sorted(lines, key=lambda ln: (ln.bbox[1], ln.bbox[0])):
+    for ln in _rows(lines):
         if ln.bbox[2] - ln.bbox[0] > 0.6 * page_width:
             if band:
                 ordered.extend(_split_columns(band, page_width))

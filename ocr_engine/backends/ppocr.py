@@ -16,11 +16,17 @@ NAME = "ppocr"
 class PPOCRBackend:
     name = NAME
 
+    def __init__(self, max_side: int = 1200) -> None:
+        self.max_side = max_side
+
     @cached_property
     def _engine(self):
         from rapidocr_onnxruntime import RapidOCR
 
-        return RapidOCR()
+        # Detection works on the page scaled to `max_side` pixels: measured on the Debian
+        # Reference at 150 dpi, 1200 keeps CER (0.169 vs 0.171 at full size) and reads
+        # pages 1.4x faster on 2 cores.
+        return RapidOCR(max_side_len=self.max_side)
 
     @cached_property
     def model_version(self) -> str:
@@ -30,7 +36,9 @@ class PPOCRBackend:
 
     def recognize(self, rendered: RenderedPage, page_width_pt: float) -> PageResult:
         started = time.perf_counter()
-        result, _ = self._engine(rendered.image)
+        # No per-line angle classifier: pages arrive upright (rendering applies /Rotate), and
+        # on code and table lines it flipped text wrongly (English CER 0.19 with it, 0.17 without).
+        result, _ = self._engine(rendered.image, use_cls=False)
         lines = []
         for box, text, score in result or []:
             xs = [p[0] / rendered.zoom for p in box]

@@ -1,0 +1,212 @@
+"""Benchmarks of the OCR engine; each prints numbers measured in one run.
+
+    python -m ocr_engine.bench kv-cache --json [--layers 2 --max-t 4096 --prefix 2048]
+    python -m ocr_engine.bench ocr-accuracy [--pages 12]
+
+``kv-cache``: the real decoder's dimensions (hidden 1280, 10 KV heads of 128) with
+random weights, a prefix of L_m reference tokens, then T generated tokens, once with a
+full cache and once with the model's static R-SWA cache. Bytes are the summed cache
+tensors, read at every step; ms per token is the mean step time just before each T.
+On CPU fewer layers and fp32 are used; bytes per token are reported as measured and
+scaled to the real decoder (12 layers, bf16: 61,440 B) for the seed's scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REAL_LAYERS, REAL_KV_HEADS, REAL_HEAD_DIM, REAL_BYTES_PER_TOKEN = 12, 10, 128, 61_440
+# The first deployment guide's headline: one long sequence's peak KV cache, full vs R-SWA.
+SEED_FULL_GB, SEED_RSWA_GB = 47.00, 1.77
+
+
+def _decoder_model(layers: int, window: int, vocab: int, full: bool, dtype, device):
+    import torch
+    from transformers import UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
+    from transformers.models.unlimited_ocr.configuration_unlimited_ocr import (
+        UnlimitedOcrTextConfig,
+        UnlimitedOcrVisionConfig,
+    )
+
+    text = UnlimitedOcrTextConfig(
+        vocab_size=vocab, hidden_size=1280, intermediate_size=6848, num_hidden_layers=layers,
+        num_attention_heads=10, num_key_value_heads=10, max_position_embeddings=1 << 17,
+        mlp_layer_types=["dense"] * layers, sliding_window=window, bos_token_id=0, eos_token_id=1, pad_token_id=2,
+        layer_types=["full_attention" if full else "reference_sliding_attention"] * layers,
+    )
+    tiny_vision = UnlimitedOcrVisionConfig(
+        sam_config={"hidden_size": 32, "output_channels": 16, "num_hidden_layers": 1, "num_attention_heads": 4,
+                    "image_size": 64, "patch_size": 16, "mlp_dim": 64, "window_size": 2, "global_attn_indexes": [0],
+                    "downsample_channels": [32, 64]},
+        encoder_config={"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+                        "num_attention_heads": 4, "image_size": 64, "patch_size": 16},
+    )
+    torch.manual_seed(0)
+    config = UnlimitedOcrConfig(vision_config=tiny_vision, text_config=text, image_token_id=vocab - 1)
+    return UnlimitedOcrForConditionalGeneration(config).to(device=device, dtype=dtype).eval()
+
+
+def _run(model, prefix: int, max_t: int, cache_kind: str, checkpoints: list[int], device):
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    from ocr_engine.unlimited.cache import build_cache, cache_bytes
+
+    cache = build_cache(model.config.get_text_config(), cache_kind, prefix + max_t + 1)
+    stamps: list[float] = []
+    sizes: list[int] = []
+
+    class Probe(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            if device == "cuda":
+                torch.cuda.synchronize()
+            stamps.append(time.perf_counter())
+            sizes.append(cache_bytes(cache))
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, model.config.text_config.vocab_size - 2, (1, prefix), generator=gen).to(device)
+    with torch.inference_mode():
+        model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache, max_new_tokens=max_t,
+                       min_new_tokens=max_t, do_sample=False, stopping_criteria=StoppingCriteriaList([Probe()]))
+    # stamps[i] is taken after token i+1; a step's time is the gap between stamps.
+    rows = {}
+    for t in checkpoints:
+        lo = max(1, t - 32)
+        steps = [stamps[i] - stamps[i - 1] for i in range(lo, t)]
+        rows[t] = {"bytes": sizes[t - 1], "ms_per_token": round(1000 * sum(steps) / len(steps), 3)}
+    return rows
+
+
+def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, device: str, out_dir: Path) -> dict:
+    import torch
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    checkpoints = sorted({t for t in (window, 2 * window, 4 * window, max_t // 4, max_t // 2, max_t) if window <= t <= max_t})
+    results = {}
+    for name, full in (("full", True), ("rswa", False)):
+        model = _decoder_model(layers, window, vocab, full, dtype, device)
+        _run(model, min(prefix, 256), 2 * window, "dynamic" if full else "static", [window], device)  # warm-up
+        results[name] = _run(model, prefix, max_t, "dynamic" if full else "static", checkpoints, device)
+        del model
+    element = torch.tensor([], dtype=dtype).element_size()
+    per_token = layers * REAL_KV_HEADS * REAL_HEAD_DIM * 2 * element
+    rows = [{"T": t, "full_bytes": results["full"][t]["bytes"], "rswa_bytes": results["rswa"][t]["bytes"],
+             "full_ms_per_token": results["full"][t]["ms_per_token"],
+             "rswa_ms_per_token": results["rswa"][t]["ms_per_token"]} for t in checkpoints]
+    # After T generated tokens a full cache holds L_m + T - 1 (the newest is cached by the next step).
+    measured_per_token = rows[-1]["full_bytes"] / (prefix + max_t - 1)
+    scale = REAL_BYTES_PER_TOKEN / measured_per_token
+    # The seed's case, solved for its token counts with 61,440 B/token and decimal GB:
+    # R-SWA holds L_m + n tokens, the full cache L_m + T.
+    rswa_tokens = SEED_RSWA_GB * 1e9 / REAL_BYTES_PER_TOKEN
+    full_tokens = SEED_FULL_GB * 1e9 / REAL_BYTES_PER_TOKEN
+    scenario_window = 128  # the released model's sliding_window
+    l_m = rswa_tokens - scenario_window
+    t_seed = full_tokens - l_m
+    bound = per_token * (prefix + window)
+    last = rows[-1]
+    at_window = next(r for r in rows if r["T"] == window)
+    report = {
+        "device": device, "dtype": str(dtype).replace("torch.", ""), "layers": layers,
+        "kv_heads": REAL_KV_HEADS, "head_dim": REAL_HEAD_DIM, "vocab": vocab,
+        "bytes_per_token": round(measured_per_token, 1),
+        "bytes_per_token_theoretical": per_token,
+        "real_bytes_per_token": REAL_BYTES_PER_TOKEN,
+        "prefix_tokens": prefix, "window": window, "rows": rows,
+        "checks": {
+            "rswa_bytes_flat_after_window": len({r["rswa_bytes"] for r in rows if r["T"] >= window}) == 1,
+            "rswa_bytes_vs_bound": round(last["rswa_bytes"] / bound, 5),
+            "rswa_ms_ratio_largest_T_over_window": round(last["rswa_ms_per_token"] / at_window["rswa_ms_per_token"], 3),
+            "full_ms_ratio_largest_T_over_window": round(last["full_ms_per_token"] / at_window["full_ms_per_token"], 3),
+        },
+        "scenario": {
+            "source": "deployment guide: one long sequence's peak KV cache, 47.00 GB full vs 1.77 GB R-SWA",
+            "assumed_window": scenario_window,
+            "reference_tokens_L_m": round(l_m), "generated_tokens_T": round(t_seed),
+            "full_bytes": round(measured_per_token * scale * (l_m + t_seed)),
+            "rswa_bytes": round(measured_per_token * scale * (l_m + scenario_window)),
+            "full_gb": round(measured_per_token * scale * (l_m + t_seed) / 1e9, 2),
+            "rswa_gb": round(measured_per_token * scale * (l_m + scenario_window) / 1e9, 2),
+            "scale_from_measured": round(scale, 3),
+        },
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report["plot"] = str(_plot(rows, window, out_dir / "kv-cache.png", report))
+    return report
+
+
+def _plot(rows: list[dict], window: int, path: Path, report: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ts = [r["T"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.plot(ts, [r["full_bytes"] / 2**20 for r in rows], "o-", label="full cache")
+    a.plot(ts, [r["rswa_bytes"] / 2**20 for r in rows], "s-", label=f"R-SWA (window {window})")
+    a.set_xlabel("generated tokens T")
+    a.set_ylabel("KV cache (MiB)")
+    a.set_xscale("log", base=2)
+    a.legend()
+    b.plot(ts, [r["full_ms_per_token"] for r in rows], "o-", label="full cache")
+    b.plot(ts, [r["rswa_ms_per_token"] for r in rows], "s-", label="R-SWA")
+    b.set_xlabel("generated tokens T")
+    b.set_ylabel("ms per decoded token")
+    b.set_xscale("log", base=2)
+    b.legend()
+    fig.suptitle(f"{report['layers']} layers x {report['kv_heads']} KV heads x {report['head_dim']}, "
+                 f"{report['dtype']} on {report['device']}, prefix L_m={report['prefix_tokens']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ocr_engine.bench")
+    sub = parser.add_subparsers(dest="bench", required=True)
+    kv = sub.add_parser("kv-cache")
+    kv.add_argument("--layers", type=int, default=None, help="default: 12 on CUDA, 2 on CPU")
+    kv.add_argument("--prefix", type=int, default=2048)
+    kv.add_argument("--window", type=int, default=128)
+    kv.add_argument("--max-t", type=int, default=4096)
+    kv.add_argument("--vocab", type=int, default=4096, help="small: the LM head is the same for both caches")
+    kv.add_argument("--device", default="auto")
+    kv.add_argument("--out", type=Path, default=Path("bench-results"))
+    kv.add_argument("--json", action="store_true")
+    acc = sub.add_parser("ocr-accuracy")
+    acc.add_argument("--pages", type=int, default=12, help="pages per language")
+    acc.add_argument("--dpi", type=int, default=150)
+    acc.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+
+    if args.bench == "kv-cache":
+        import torch
+
+        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        layers = args.layers or (REAL_LAYERS if device == "cuda" else 2)
+        report = kv_cache(layers, args.prefix, args.window, args.max_t, args.vocab, device, args.out)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            print(f"{'T':>7} {'full MiB':>9} {'R-SWA MiB':>10} {'full ms/tok':>12} {'R-SWA ms/tok':>13}")
+            for r in report["rows"]:
+                print(f"{r['T']:>7} {r['full_bytes'] / 2**20:>9.1f} {r['rswa_bytes'] / 2**20:>10.1f} "
+                      f"{r['full_ms_per_token']:>12.2f} {r['rswa_ms_per_token']:>13.2f}")
+            print(json.dumps(report["checks"]), json.dumps(report["scenario"]), report["plot"], sep="\n")
+        return 0
+    from ocr_engine.accuracy import run as accuracy
+
+    report = accuracy(pages_per_language=args.pages, dpi=args.dpi)
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else report["table"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
