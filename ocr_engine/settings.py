@@ -21,7 +21,7 @@ class EngineSettings(BaseSettings):
     # scaled down to fit, so a poster-sized page cannot exhaust memory.
     max_pixels_per_page: int = Field(12_000_000, ge=100_000)
     min_text_chars: int = Field(20, ge=0, description="a text layer below this counts as scanned")
-    ppocr_max_side: int = Field(1200, ge=320, description="PP-OCR detects on the page scaled to this many pixels")
+    ppocr_max_side: int = Field(960, ge=320, description="PP-OCR detects on the page scaled to this many pixels")
 
     # Unlimited OCR generation (the paper's settings for base mode)
     max_new_tokens_per_page: int = Field(2048, ge=16)

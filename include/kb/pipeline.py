@@ -11,6 +11,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 from kb import ledger as L
@@ -38,6 +39,21 @@ def textlayer_extractor(data: bytes, first: int, last: int) -> list[dict[str, An
         return [r.as_dict() for r in textlayer_range(doc, first, last)]
     finally:
         doc.close()
+
+
+@lru_cache(maxsize=1)
+def _engine():
+    from ocr_engine.engine import OcrEngine
+
+    return OcrEngine()  # one per process: OCR models load once, on the first scanned page
+
+
+def engine_extractor(data: bytes, first: int, last: int) -> list[dict[str, Any]]:
+    """The engine's ``auto`` route in process: text layer where usable, else OCR.
+
+    The OCR service replaces this call with an HTTP one; the results are the same schema.
+    """
+    return [r.as_dict() for r in _engine().parse_pdf(data, first, last, backend="auto")]
 
 
 @dataclass
@@ -130,7 +146,7 @@ class Steps:
 
     # --- 3. extract (one mapped task per range; the OCR service plugs in here) ----------
 
-    def extract(self, rng: dict[str, Any], extractor: PageExtractor = textlayer_extractor) -> str:
+    def extract(self, rng: dict[str, Any], extractor: PageExtractor = engine_extractor) -> str:
         bucket = self.settings.artifacts_bucket
         if self.store.exists(bucket, rng["result_key"]):
             return rng["result_key"]  # the same content and range was extracted before

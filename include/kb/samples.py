@@ -81,13 +81,29 @@ ARCHIVE_RULES = (
     ],
 )
 
+SERVICE_BULLETIN = (
+    "Service Bulletin SB-7: Aquila P-200 Coupling",
+    [
+        ("Scope", [
+            "This bulletin applies to Aquila P-200 pumps built before 2024. It was issued on paper and "
+            "reaches the archive as a scan, without a text layer.",
+        ]),
+        ("Required action", [
+            "Replace the flexible coupling insert every 3 years, or at once if the rubber shows cracks.",
+            "Record the replacement date on the pump's service tag.",
+        ]),
+    ],
+)
+
 SAMPLES = {"aquila-p200-manual.pdf": PUMP_MANUAL, "archive-digitization-rules-zh.pdf": ARCHIVE_RULES}
+SCANNED_SAMPLES = {"service-bulletin-sb7-scan.pdf": SERVICE_BULLETIN}
 
 # The demo's questions, with the document and page that hold each answer.
 DEMO_QUESTIONS = [
     ("How often must the impeller seal be replaced?", "aquila-p200-manual.pdf", 4),
     ("What does error code E42 mean?", "aquila-p200-manual.pdf", 5),
     ("档案扫描分辨率不低于多少？", "archive-digitization-rules-zh.pdf", 2),
+    ("How often must the coupling insert be replaced?", "service-bulletin-sb7-scan.pdf", 2),
 ]
 
 
@@ -121,6 +137,22 @@ def write_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]]) -> Non
     doc.close()
 
 
+def write_scanned_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]], dpi: int = 200) -> None:
+    """The same kind of document as a scanner delivers it: each page a picture, no text layer."""
+    tmp = path.with_suffix(".born-digital.pdf")
+    write_pdf(tmp, title, pages)
+    src = pymupdf.open(tmp)
+    out = pymupdf.open()
+    for page in src:
+        pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
+        new = out.new_page(width=page.rect.width, height=page.rect.height)
+        new.insert_image(new.rect, pixmap=pix)
+    out.set_metadata({"title": title, "creator": "kb.samples (scanned)"})
+    out.save(path, garbage=3, deflate=True)
+    src.close()
+    tmp.unlink()
+
+
 _WORDS = (
     "valve pressure sensor calibration inspection controller firmware filter coupling bearing "
     "operator schedule shipment invoice ledger archive record audit backup replica network "
@@ -151,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path((argv or sys.argv[1:] or ["include/samples"])[0])
     for name, (title, pages) in SAMPLES.items():
         write_pdf(out / name, title, pages)
+        print(out / name)
+    for name, (title, pages) in SCANNED_SAMPLES.items():
+        write_scanned_pdf(out / name, title, pages)
         print(out / name)
     return 0
 
