@@ -72,7 +72,8 @@ def _run(model, prefix: int, max_t: int, cache_kind: str, checkpoints: list[int]
     ids = torch.randint(3, model.config.text_config.vocab_size - 2, (1, prefix), generator=gen).to(device)
     with torch.inference_mode():
         model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache, max_new_tokens=max_t,
-                       min_new_tokens=max_t, do_sample=False, stopping_criteria=StoppingCriteriaList([Probe()]))
+                       min_new_tokens=max_t, do_sample=False, stopping_criteria=StoppingCriteriaList([Probe()]),
+                       disable_compile=True)  # eager: the static cache would trigger torch.compile on CUDA
     # stamps[i] is taken after token i+1; a step's time is the gap between stamps.
     rows = {}
     for t in checkpoints:
@@ -87,11 +88,16 @@ def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, devi
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     checkpoints = sorted({t for t in (window, 2 * window, 4 * window, max_t // 4, max_t // 2, max_t) if window <= t <= max_t})
-    results = {}
+    results, gpu_peak = {}, {}
     for name, full in (("full", True), ("rswa", False)):
         model = _decoder_model(layers, window, vocab, full, dtype, device)
         _run(model, min(prefix, 256), 2 * window, "dynamic" if full else "static", [window], device)  # warm-up
+        if device == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
         results[name] = _run(model, prefix, max_t, "dynamic" if full else "static", checkpoints, device)
+        if device == "cuda":  # everything on the GPU at its peak: weights, activations and cache
+            gpu_peak[name] = torch.cuda.max_memory_allocated()
         del model
     element = torch.tensor([], dtype=dtype).element_size()
     per_token = layers * REAL_KV_HEADS * REAL_HEAD_DIM * 2 * element
@@ -118,6 +124,7 @@ def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, devi
         "bytes_per_token_theoretical": per_token,
         "real_bytes_per_token": REAL_BYTES_PER_TOKEN,
         "prefix_tokens": prefix, "window": window, "rows": rows,
+        **({"gpu_peak_allocated_bytes": gpu_peak} if gpu_peak else {}),
         "checks": {
             "rswa_bytes_flat_after_window": len({r["rswa_bytes"] for r in rows if r["T"] >= window}) == 1,
             "rswa_bytes_vs_bound": round(last["rswa_bytes"] / bound, 5),
