@@ -23,7 +23,6 @@ from kb.planning import SCANNED, classify_pages, split_ranges
 from kb.settings import PipelineSettings
 from ocr_engine.documents import open_pdf
 from ocr_engine.errors import DocumentTooLarge, InputError
-from ocr_engine.backends.textlayer import extract_range as textlayer_range
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +30,6 @@ BAD_INPUT = (InputError, DocumentError)
 
 # (pdf bytes, first page, last page) -> one dict per page with at least page, markdown, status
 PageExtractor = Callable[[bytes, int, int], list[dict[str, Any]]]
-
-
-def textlayer_extractor(data: bytes, first: int, last: int) -> list[dict[str, Any]]:
-    doc = open_pdf(data)
-    try:
-        return [r.as_dict() for r in textlayer_range(doc, first, last)]
-    finally:
-        doc.close()
 
 
 @lru_cache(maxsize=1)

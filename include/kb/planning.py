@@ -11,15 +11,17 @@ import math
 
 import pymupdf
 
-from ocr_engine.backends.textlayer import usable_text
+from ocr_engine.router import OCR, route
 
 TEXT = "text"
 SCANNED = "scanned"
 
 
 def classify_pages(doc: pymupdf.Document, min_chars: int) -> list[str]:
-    """Per page, ``text`` when its text layer is usable, else ``scanned``."""
-    return [TEXT if usable_text(page.get_text("text"), min_chars) else SCANNED for page in doc]
+    """Per page, ``text`` when its text layer is usable, else ``scanned``: the engine's
+    own routing rule, so the plan and the extract tasks agree on which pages need OCR."""
+    routes = route(doc, list(range(1, doc.page_count + 1)), min_chars)
+    return [SCANNED if routes[n] == OCR else TEXT for n in sorted(routes)]
 
 
 def split_ranges(page_count: int, max_pages_per_range: int) -> list[tuple[int, int]]:

@@ -85,29 +85,24 @@ def test_with_a_window_longer_than_the_output_tokens_equal_a_full_cache_run(tmp_
     assert rswa.tolist() == full.tolist()
 
 
-def test_a_tampered_missing_or_unlisted_file_is_refused_before_loading(tiny_dir, tmp_path):
-    tampered = shutil.copytree(tiny_dir, tmp_path / "tampered")
-    weights = tampered / "model.safetensors"
+def _flip_last_byte(folder):
+    weights = folder / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
-    with pytest.raises(ModelIntegrityError, match="sha256 mismatch in model.safetensors"):
-        UnlimitedBackend(tampered)
 
-    missing = shutil.copytree(tiny_dir, tmp_path / "missing")
-    (missing / "config.json").unlink()
-    with pytest.raises(ModelIntegrityError, match="missing config.json"):
-        UnlimitedBackend(missing)
 
-    extra = shutil.copytree(tiny_dir, tmp_path / "extra")
-    (extra / "extra.safetensors").write_bytes(b"not in the manifest")
-    with pytest.raises(ModelIntegrityError, match="unlisted file extra.safetensors"):
-        UnlimitedBackend(extra)
-
-    bare = shutil.copytree(tiny_dir, tmp_path / "bare")
-    (bare / "manifest.sha256.json").unlink()
-    with pytest.raises(ModelIntegrityError, match="no manifest"):
-        UnlimitedBackend(bare)
+@pytest.mark.parametrize("damage, message", [
+    (_flip_last_byte, "sha256 mismatch in model.safetensors"),
+    (lambda f: (f / "config.json").unlink(), "missing config.json"),
+    (lambda f: (f / "extra.safetensors").write_bytes(b"not in the manifest"), "unlisted file extra.safetensors"),
+    (lambda f: (f / "manifest.sha256.json").unlink(), "no manifest"),
+], ids=["tampered", "missing", "unlisted", "no-manifest"])
+def test_a_damaged_weights_folder_is_refused_before_loading(tiny_dir, tmp_path, damage, message):
+    folder = shutil.copytree(tiny_dir, tmp_path / "weights")
+    damage(folder)
+    with pytest.raises(ModelIntegrityError, match=message):
+        UnlimitedBackend(folder)
 
 
 def test_output_is_split_into_pages_and_detections_into_blocks():
