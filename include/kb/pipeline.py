@@ -178,19 +178,14 @@ class Steps:
             repeated = sorted({n for n in numbers if numbers.count(n) > 1})
             raise IncompleteExtraction(f"pages missing {missing[:10]}, repeated {repeated[:10]}")
 
-    def index(self, document: dict[str, Any], run_id: str, embedder: Embedder | None = None) -> dict[str, Any]:
-        started = time.perf_counter()
-        obj = ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"], document["version_id"])
-        entry = self.ledger.get(document["doc_id"])
-        try:
-            pages = self.load_pages(document)
-            self.check_coverage(document, pages)
-        except IncompleteExtraction as exc:
-            return self._fail(obj, entry, exc, run_id, document["sha256"])
-        from kb.vectorstore import VectorStore, point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
+    def prepare(self, document: dict[str, Any], embedder: Embedder) -> _Prepared:
+        """Pages checked, chunked and embedded: everything but the writes."""
+        from kb.vectorstore import point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
 
+        started = time.perf_counter()
+        pages = self.load_pages(document)
+        self.check_coverage(document, pages)
         pages.sort(key=lambda p: p["page"])
-        embedder = embedder or Embedder(self.settings.embed_model_dir, batch_size=self.settings.embed_batch_size)
         chunks = chunk_pages(
             [(p["page"], p["markdown"]) for p in pages],
             embedder.count_tokens,
@@ -198,43 +193,63 @@ class Steps:
             overlap_sentences=self.settings.chunk_overlap_sentences,
         )
         vectors = embedder.embed([c.embedding_text() for c in chunks])
-        ids = [point_id(document["doc_id"], document["sha256"], c.index) for c in chunks]
+        obj = _object_of(document)
         payloads = [{
             "doc_id": document["doc_id"], "bucket": obj.bucket, "key": obj.key, "version_id": obj.version_id,
             "etag": obj.etag, "sha256": document["sha256"], "pages": c.pages, "chunk_index": c.index,
             "section": c.section, "text": c.text, "tokens": c.tokens, "embedder": embedder.model_id,
         } for c in chunks]
-        with VectorStore.open(self.settings) as vs:
-            vs.ensure_collection(embedder.dimension)
-            vs.upsert(ids, vectors, payloads)
-            # Only after the new version is in: the old one's points go, none left behind.
-            vs.delete_other_versions(document["doc_id"], document["sha256"])
-        self._record(
-            entry, obj, status=L.INDEXED, sha256=document["sha256"], run_id=run_id, pages=document["page_count"],
-            chunks=len(chunks), indexed_sha256=document["sha256"], indexed_version_id=obj.version_id,
-            indexed_chunks=len(chunks), embedder=embedder.model_id, collection=self.settings.collection,
-            attempts=0, error=None,
-        )
-        summary = {
-            "doc_id": document["doc_id"], "key": obj.key, "status": L.INDEXED, "pages": document["page_count"],
-            "chunks": len(chunks), "pages_without_text": len([p for p in pages if p.get("status") == "empty"]),
-            "seconds": round(time.perf_counter() - started, 3),
-        }
-        log.info("indexed %s: %d pages, %d chunks", obj.key, summary["pages"], summary["chunks"])
-        return summary
+        ids = [point_id(document["doc_id"], document["sha256"], c.index) for c in chunks]
+        empty = len([p for p in pages if p.get("status") == "empty"])
+        return _Prepared(document, ids, vectors, payloads, empty, time.perf_counter() - started)
 
     def index_batch(self, documents: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
-        """Several documents with one embedder load; one document's failure stays its own."""
+        """Index several documents: one embedder load and one opening of the vector store.
+
+        Embedding happens before the store is opened, so the local store's lock is held
+        only for the writes. One document's failure is recorded as its own.
+        """
+        from kb.vectorstore import VectorStore
+
         embedder = Embedder(self.settings.embed_model_dir, batch_size=self.settings.embed_batch_size)
-        results = []
+        results: list[dict[str, Any]] = []
+        prepared: list[_Prepared] = []
         for document in documents:
             try:
-                results.append(self.index(document, run_id, embedder))
+                prepared.append(self.prepare(document, embedder))
             except Exception as exc:  # recorded per document; the run's report fails the run
-                log.exception("indexing %s failed", document["key"])
-                obj = ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"],
-                                 document["version_id"])
-                results.append(self._fail(obj, self.ledger.get(document["doc_id"]), exc, run_id, document["sha256"]))
+                if not isinstance(exc, IncompleteExtraction):
+                    log.exception("preparing %s failed", document["key"])
+                results.append(self._fail(_object_of(document), self.ledger.get(document["doc_id"]), exc, run_id,
+                                          document["sha256"]))
+        if not prepared:
+            return results
+        with VectorStore.open(self.settings) as vs:
+            vs.ensure_collection(embedder.dimension)
+            for p in prepared:
+                started = time.perf_counter()
+                document, obj = p.document, _object_of(p.document)
+                entry = self.ledger.get(document["doc_id"])
+                try:
+                    vs.upsert(p.ids, p.vectors, p.payloads)
+                    # Only after the new version is in: the old one's points go, none left behind.
+                    vs.delete_other_versions(document["doc_id"], document["sha256"])
+                except Exception as exc:
+                    log.exception("writing %s to the vector store failed", obj.key)
+                    results.append(self._fail(obj, entry, exc, run_id, document["sha256"]))
+                    continue
+                self._record(
+                    entry, obj, status=L.INDEXED, sha256=document["sha256"], run_id=run_id,
+                    pages=document["page_count"], chunks=len(p.ids), indexed_sha256=document["sha256"],
+                    indexed_version_id=obj.version_id, indexed_chunks=len(p.ids), embedder=embedder.model_id,
+                    collection=self.settings.collection, attempts=0, error=None,
+                )
+                results.append({
+                    "doc_id": document["doc_id"], "key": obj.key, "status": L.INDEXED, "pages": document["page_count"],
+                    "chunks": len(p.ids), "pages_without_text": p.pages_without_text,
+                    "seconds": round(p.seconds + time.perf_counter() - started, 3),
+                })
+                log.info("indexed %s: %d pages, %d chunks", obj.key, document["page_count"], len(p.ids))
         return results
 
     # --- deletions -----------------------------------------------------------------
@@ -318,6 +333,20 @@ class Steps:
         for name, value in fields.items():
             setattr(entry, name, value)
         self.ledger.put(entry)
+
+
+@dataclass
+class _Prepared:
+    document: dict[str, Any]
+    ids: list[str]
+    vectors: Any  # (chunks, dimension) float32
+    payloads: list[dict[str, Any]]
+    pages_without_text: int
+    seconds: float
+
+
+def _object_of(document: dict[str, Any]) -> ObjectInfo:
+    return ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"], document["version_id"])
 
 
 def batch_documents(documents: list[dict[str, Any]], max_pages: int, max_documents: int) -> list[list[dict[str, Any]]]:
