@@ -72,6 +72,12 @@ class ObjectChanged(InfrastructureError):
     code = "object_changed"
 
 
+class ExtractionFailed(InfrastructureError):
+    """The OCR engine failed on some pages of a range (a model or service error)."""
+
+    code = "extraction_failed"
+
+
 class StoreBusy(InfrastructureError):
     """The local Qdrant store stayed locked by another process past the wait."""
 

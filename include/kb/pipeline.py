@@ -17,7 +17,7 @@ from typing import Any, Callable
 from kb import ledger as L
 from kb.chunking import chunk_pages
 from kb.embedding import Embedder
-from kb.errors import DocumentError, IncompleteExtraction, ObjectChanged
+from kb.errors import DocumentError, ExtractionFailed, IncompleteExtraction, ObjectChanged
 from kb.objectstore import ObjectInfo, ObjectStore
 from kb.planning import SCANNED, classify_pages, split_ranges
 from kb.settings import PipelineSettings
@@ -146,6 +146,11 @@ class Steps:
         if hashlib.sha256(data).hexdigest() != rng["sha256"]:
             raise ObjectChanged(f"{rng['key']} changed since it was planned; the next run picks up the new version")
         pages = extractor(data, rng["first"], rng["last"])
+        failed = [p for p in pages if p.get("status") == "failed"]
+        if failed:
+            # Not stored: the task's retries, then later runs, try the range again, and a
+            # page never silently turns into an empty one.
+            raise ExtractionFailed(f"{len(failed)} page(s) of {rng['key']} failed: {failed[0].get('reason')}")
         self.store.put_json(bucket, rng["result_key"], {
             "doc_id": rng["doc_id"], "sha256": rng["sha256"], "first": rng["first"], "last": rng["last"],
             "seconds": round(time.perf_counter() - started, 3), "pages": pages,

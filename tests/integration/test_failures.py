@@ -43,3 +43,21 @@ def test_an_object_overwritten_after_planning_is_not_indexed_from_the_wrong_byte
     with pytest.raises(ObjectChanged) as info:
         steps.extract(rng)
     assert info.value.retryable
+
+
+def test_a_range_with_a_failed_page_is_not_stored_so_it_is_tried_again(kb_env):
+    from kb.errors import ExtractionFailed
+
+    steps = Steps(ObjectStore.from_settings(), PipelineSettings())
+    kb_env["store"].put_bytes(kb_env["inbox"], "ocr-broke.pdf", make_pdf(coded_pages("broke", 2)))
+    plan = steps.plan(steps.sense()["todo"], run_id="run-1")
+    rng = plan["ranges"][0]
+
+    def broken_engine(data, first, last):
+        return [{"page": n, "markdown": "", "status": "failed", "reason": "CUDA error"} for n in range(first, last + 1)]
+
+    with pytest.raises(ExtractionFailed, match="CUDA error") as info:
+        steps.extract(rng, extractor=broken_engine)
+    assert info.value.retryable
+    assert not steps.store.exists(kb_env["artifacts"], rng["result_key"])
+    assert steps.extract(rng) == rng["result_key"]  # the next try, with a working engine, stores it
