@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import cached_property
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 
 from ocr_engine.backends import textlayer
 from ocr_engine.documents import check_range, open_pdf
-from ocr_engine.errors import BackendUnavailable
+from ocr_engine.errors import BackendUnavailable, Cancelled, TooManyPages
 from ocr_engine.render import iter_pages
 from ocr_engine.router import OCR, route
 from ocr_engine.schema import FAILED, PageResult
@@ -31,6 +32,7 @@ BACKENDS = ("auto", "unlimited", "ppocr", "textlayer")
 class OcrEngine:
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
+        self._local = threading.local()  # the cancel flag of the call running on this thread
 
     # --- backends (loaded on first use) ---------------------------------------------
 
@@ -57,7 +59,11 @@ class OcrEngine:
     # --- the API ----------------------------------------------------------------------
 
     def parse_pdf(self, source: bytes | str | Path, first: int = 1, last: int | None = None,
-                  backend: str = "auto") -> list[PageResult]:
+                  backend: str = "auto", *, max_pages: int | None = None,
+                  cancel: threading.Event | None = None) -> list[PageResult]:
+        """``cancel``, once set, stops the work at the next page (or generated token) with
+        ``Cancelled``: a caller that timed out does not leave the engine busy."""
+        self._local.cancel = cancel
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}")
         data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source
@@ -66,9 +72,12 @@ class OcrEngine:
             last = doc.page_count if last is None else last
             check_range(doc, first, last)
             pages = list(range(first, last + 1))
+            if max_pages is not None and len(pages) > max_pages:
+                raise TooManyPages(f"{len(pages)} pages requested; the limit per request is {max_pages}")
             if backend == "textlayer":
-                return textlayer.extract_range(doc, first, last)
-            if backend == "auto":
+                routes = {n: "textlayer" for n in pages}
+                ocr_name = ""
+            elif backend == "auto":
                 routes = route(doc, pages, self.settings.min_text_chars)
                 ocr_name = self.ocr_backend_name()
             else:
@@ -77,6 +86,7 @@ class OcrEngine:
             results: dict[int, PageResult] = {}
             for n in pages:
                 if routes[n] != OCR:
+                    self._check_cancel()
                     results[n] = textlayer.extract_page(doc.load_page(n - 1))
             ocr_pages = [n for n in pages if routes[n] == OCR]
             if ocr_pages:
@@ -91,6 +101,7 @@ class OcrEngine:
         if name == "ppocr":
             out = []
             for rendered in iter_pages(doc, pages, s.dpi, s.max_pixels_per_page):
+                self._check_cancel()
                 width = doc.load_page(rendered.page - 1).rect.width
                 out.append(self._guard(rendered.page, name, lambda: self.ppocr.recognize(rendered, width)))
             return out
@@ -99,6 +110,7 @@ class OcrEngine:
             per_call = max(1, backend.budget().max_pages())
             out = []
             for start in range(0, len(pages), per_call):
+                self._check_cancel()
                 group = pages[start : start + per_call]
                 out.extend(self._unlimited_group(doc, group))
             return out
@@ -114,10 +126,17 @@ class OcrEngine:
             rect = doc.load_page(rendered.page - 1).rect
             sizes.append((rect.width, rect.height))
         try:
-            return self.unlimited.parse(images, pages, sizes)
+            return self.unlimited.parse(images, pages, sizes, cancel=getattr(self._local, "cancel", None))
+        except Cancelled:
+            raise
         except Exception as exc:  # one failed call fails its pages, not the document
             return [PageResult(page=n, markdown="", backend="unlimited", status=FAILED, reason=f"{type(exc).__name__}: {exc}")
                     for n in pages]
+
+    def _check_cancel(self) -> None:
+        cancel = getattr(self._local, "cancel", None)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the request was abandoned; work stopped")
 
     @staticmethod
     def _guard(page: int, backend: str, fn) -> PageResult:

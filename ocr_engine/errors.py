@@ -53,3 +53,9 @@ class ModelIntegrityError(EngineError):
 
 class BackendUnavailable(EngineError):
     code = "backend_unavailable"
+
+
+class Cancelled(EngineError):
+    """The caller gave up (a request timeout); the work stopped at the next page or token."""
+
+    code = "cancelled"

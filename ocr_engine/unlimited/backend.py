@@ -13,7 +13,7 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-from ocr_engine.errors import BackendUnavailable
+from ocr_engine.errors import BackendUnavailable, Cancelled
 from ocr_engine.schema import EMPTY, OK, REPEATED, TRUNCATED, PageResult, count_chars
 from ocr_engine.settings import EngineSettings
 from ocr_engine.unlimited import manifest
@@ -65,7 +65,8 @@ class UnlimitedBackend:
 
     # --- one range ----------------------------------------------------------------------
 
-    def parse(self, images: list, page_numbers: list[int], page_sizes: list[tuple[float, float]]) -> list[PageResult]:
+    def parse(self, images: list, page_numbers: list[int], page_sizes: list[tuple[float, float]],
+              cancel=None) -> list[PageResult]:
         """``images``: PIL images in page order; sizes in PDF points for block boxes."""
         import torch
 
@@ -94,7 +95,8 @@ class UnlimitedBackend:
         class _Meter(StoppingCriteria):
             def __call__(self, input_ids, scores, **kwargs):
                 meter.observe()
-                return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+                stop = cancel is not None and cancel.is_set()  # an abandoned request stops at the next token
+                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
         config = copy.deepcopy(self.model.generation_config)
         config.do_sample = False
@@ -106,6 +108,8 @@ class UnlimitedBackend:
             out = self.model.generate(
                 **inputs, cache=cache, generation_config=config, stopping_criteria=StoppingCriteriaList([_Meter()]),
             )
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the request was abandoned; generation stopped")
         generated = out[0, prompt_len:].tolist()
         tokenizer = self.processor.tokenizer
         ended = bool(generated) and generated[-1] == tokenizer.eos_token_id

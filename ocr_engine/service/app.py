@@ -1,0 +1,303 @@
+"""The OCR service: ``POST /v1/parse``, ``GET /health``, ``GET /ready``, ``GET /metrics``.
+
+Admission: at most ``max_concurrency`` requests hold an engine slot and at most
+``max_queue`` wait for one; the next is answered 429 with Retry-After at once. A
+request past its timeout is answered 504 and its work is told to stop at the next
+page or token; its slot stays held until the work has really stopped, so abandoned
+work never runs beside admitted work. MuPDF is not thread-safe, so engine calls run
+one at a time per process; scale out with replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import threading
+import time
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, File, Form, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ocr_engine import errors as engine_errors
+from ocr_engine.engine import BACKENDS, OcrEngine
+from ocr_engine.service import errors as E
+from ocr_engine.service.metrics import Metrics
+from ocr_engine.service.settings import ServiceSettings
+
+log = logging.getLogger("ocr_engine.service")
+OPEN_ROUTES = ("/health", "/ready", "/metrics")
+
+
+def _log(event: str, **fields: Any) -> None:
+    # Structured, and never document text or keys: ids, sizes, codes and timings only.
+    log.info(json.dumps({"event": event, **fields}, ensure_ascii=False))
+
+
+def parse_page_range(text: str | None) -> tuple[int, int | None]:
+    if not text:
+        return 1, None
+    try:
+        if "-" in text:
+            a, b = text.split("-", 1)
+            first, last = int(a), int(b)
+        else:
+            first = last = int(text)
+    except ValueError:
+        raise E.BadRequest(f"pages must look like 3 or 1-8, not {text!r}", code="bad_page_range") from None
+    if first < 1 or last < first:
+        raise E.BadRequest(f"page range {text!r} is empty or starts before page 1", code="bad_page_range")
+    return first, last
+
+
+def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None = None) -> FastAPI:
+    settings = settings or ServiceSettings()
+    if not settings.api_keys and not settings.allow_no_auth:
+        raise ValueError("no API keys: set OCR_SERVICE_API_KEYS (or OCR_SERVICE_ALLOW_NO_AUTH=true for a closed network)")
+    engine = engine or OcrEngine()
+    metrics = Metrics()
+    keys = [k.get_secret_value().encode() for k in settings.api_keys]
+    engine_lock = threading.Lock()
+    state: dict[str, Any] = {"ready": False, "draining": False, "waiting": 0}
+
+    def warm() -> None:
+        import pymupdf
+
+        doc = pymupdf.open()
+        doc.new_page().insert_text((72, 72), "warm-up page for the OCR service", fontsize=12)
+        engine.parse_pdf(doc.tobytes(), backend="auto")
+        engine.parse_pdf(doc.tobytes(), backend=engine.ocr_backend_name())  # loads the OCR model
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.slots = asyncio.Semaphore(settings.max_concurrency)
+        if settings.warmup:
+            await anyio.to_thread.run_sync(warm)
+        ocr = engine.ocr_backend_name()
+        model = engine.unlimited if ocr == "unlimited" else engine.ppocr
+        metrics.info.info({"backend": ocr, "model_version": str(model.model_version),
+                           "weights_digest": str(getattr(model, "weights_digest", "") or "")})
+        state["ready"] = True
+        _log("ready", backend=ocr)
+        yield
+        state["draining"] = True  # uvicorn now waits for requests in flight (drain_timeout_s)
+        _log("draining")
+
+    app = FastAPI(title="OCR service", lifespan=lifespan)
+    app.state.metrics = metrics
+
+    # --- errors: one shape for all --------------------------------------------------------
+
+    def error_response(request: Request, status: int, code: str, message: str, headers=None) -> JSONResponse:
+        rid = getattr(request.state, "request_id", None)
+        return JSONResponse({"error": {"code": code, "message": message, "request_id": rid}}, status_code=status,
+                            headers=headers)
+
+    @app.exception_handler(E.ServiceError)
+    async def _service_error(request: Request, exc: E.ServiceError):
+        return error_response(request, exc.status, exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        return error_response(request, 422, "invalid_request", "; ".join(str(e.get("msg")) for e in exc.errors()))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("unexpected error")
+        return error_response(request, 500, "internal_error", "unexpected error; see the service log")
+
+    # --- request id, auth, logs, metrics --------------------------------------------------
+
+    @app.middleware("http")
+    async def around(request: Request, call_next):
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        request.state.request_id = rid
+        route = request.url.path
+        started = time.perf_counter()
+        needs_key = keys and (settings.auth_health or route not in OPEN_ROUTES)
+        if needs_key and not _authorised(request, keys):
+            response = error_response(request, 401, "unauthorized", "a valid API key is required",
+                                      {"WWW-Authenticate": "Bearer"})
+        else:
+            response = await call_next(request)
+        seconds = time.perf_counter() - started
+        response.headers["X-Request-ID"] = rid
+        if route != "/metrics":
+            metrics.requests.labels(route, str(response.status_code)).inc()
+            metrics.latency.labels(route).observe(seconds)
+            _log("request", request_id=rid, method=request.method, route=route, status=response.status_code,
+                 ms=round(seconds * 1000, 1))
+        return response
+
+    # --- routes -----------------------------------------------------------------------
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/ready")
+    async def ready():
+        if not state["ready"] or state["draining"]:
+            raise E.NotReady("warming up" if not state["ready"] else "draining for shutdown")
+        return {"status": "ready"}
+
+    @app.get("/metrics")
+    async def prometheus():
+        _gpu_memory(metrics)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/parse")
+    async def parse(
+        request: Request,
+        file: UploadFile | None = File(None),
+        s3_uri: str | None = Form(None),
+        pages: str | None = Form(None),
+        backend: str = Form("auto"),
+        output: str = Form("json"),
+    ):
+        deadline = time.monotonic() + settings.request_timeout_s
+        if not state["ready"] or state["draining"]:
+            raise E.NotReady("the service is not ready")
+        if backend not in BACKENDS:
+            raise E.BadRequest(f"backend must be one of {', '.join(BACKENDS)}", code="bad_backend")
+        if output not in ("json", "markdown"):
+            raise E.BadRequest("output must be json or markdown", code="bad_output")
+        if (file is None) == (s3_uri is None):
+            raise E.BadRequest("send exactly one of a file upload or an s3_uri", code="bad_source")
+        first, last = parse_page_range(pages)
+        limit = int(settings.max_file_mb * 1024 * 1024)
+        data = await _read_upload(file, limit) if file is not None else await anyio.to_thread.run_sync(
+            _read_s3, settings, s3_uri, limit)
+
+        slots: asyncio.Semaphore = request.app.state.slots
+        if slots.locked() and state["waiting"] >= settings.max_queue:
+            raise E.Overloaded("all slots are busy and the queue is full; retry later",
+                               headers={"Retry-After": str(settings.retry_after_s)})
+        state["waiting"] += 1
+        metrics.queue_depth.set(state["waiting"])
+        try:
+            await asyncio.wait_for(slots.acquire(), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            raise E.TimedOut(f"no slot within the {settings.request_timeout_s:.0f}s request timeout") from None
+        finally:
+            state["waiting"] -= 1
+            metrics.queue_depth.set(state["waiting"])
+
+        cancel = threading.Event()
+
+        def work():
+            with engine_lock:
+                return engine.parse_pdf(data, first, last, backend, max_pages=settings.max_pages_per_request,
+                                        cancel=cancel)
+
+        metrics.in_flight.inc()
+        task = asyncio.ensure_future(anyio.to_thread.run_sync(work))
+
+        def finished(_):
+            metrics.in_flight.dec()
+            slots.release()
+
+        task.add_done_callback(finished)  # the slot frees when the work has really stopped
+        started = time.perf_counter()
+        try:
+            results = await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            cancel.set()
+            raise E.TimedOut(f"parsing took longer than {settings.request_timeout_s:.0f}s; the work was stopped") from None
+        except engine_errors.EngineError as exc:
+            raise E.from_engine(exc) from exc
+        _observe(metrics, engine, results, time.perf_counter() - started)
+        if output == "markdown":
+            text = "\n\n".join(f"<!-- page {r.page} -->\n\n{r.markdown}" for r in results)
+            return PlainTextResponse(text, media_type="text/markdown")
+        return {"request_id": request.state.request_id, "pages": [r.as_dict() for r in results]}
+
+    return app
+
+
+def _authorised(request: Request, keys: list[bytes]) -> bool:
+    header = request.headers.get("authorization", "")
+    given = header[7:] if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
+    given_b = given.encode()
+    ok = False
+    for key in keys:  # compare with every key, each in constant time
+        ok |= hmac.compare_digest(given_b, key)
+    return ok
+
+
+async def _read_upload(file: UploadFile, limit: int) -> bytes:
+    chunks, size = [], 0
+    while True:
+        chunk = await file.read(1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise E.PayloadTooLarge(f"the upload is over the {limit / 2**20:g} MB limit")
+        chunks.append(chunk)
+
+
+def _read_s3(settings: ServiceSettings, uri: str, limit: int) -> bytes:
+    from minio import Minio
+    from minio.error import S3Error
+
+    if not uri.startswith("s3://") or "/" not in uri[5:]:
+        raise E.BadRequest("s3_uri must look like s3://bucket/key", code="bad_s3_uri")
+    if not settings.s3_endpoint:
+        raise E.BadRequest("this service has no object store configured for s3:// references", code="no_s3")
+    bucket, key = uri[5:].split("/", 1)
+    version = None
+    if "?versionId=" in key:
+        key, version = key.split("?versionId=", 1)
+    client = Minio(settings.s3_endpoint, secure=settings.s3_secure,
+                   access_key=settings.s3_access_key.get_secret_value() if settings.s3_access_key else None,
+                   secret_key=settings.s3_secret_key.get_secret_value() if settings.s3_secret_key else None)
+    try:
+        stat = client.stat_object(bucket, key, version_id=version)
+        if (stat.size or 0) > limit:
+            raise E.PayloadTooLarge(f"{uri} is over the {limit / 2**20:g} MB limit")
+        resp = client.get_object(bucket, key, version_id=version)
+        try:
+            return resp.read()
+        finally:
+            resp.close()
+            resp.release_conn()
+    except S3Error as exc:
+        if exc.code in ("NoSuchKey", "NoSuchBucket", "NoSuchVersion", "NotFound"):
+            raise E.Unprocessable(f"{uri} does not exist", code="object_not_found") from None
+        raise E.UpstreamUnavailable(f"the object store refused the read: {exc.code}") from None
+    except E.ServiceError:
+        raise
+    except Exception as exc:  # connection refused, DNS, timeouts
+        raise E.UpstreamUnavailable(f"the object store is unreachable: {type(exc).__name__}") from None
+
+
+def _observe(metrics: Metrics, engine: OcrEngine, results, seconds: float) -> None:
+    tokens = 0
+    for r in results:
+        metrics.pages.labels(r.backend, r.status).inc()
+        tokens += r.tokens_out or 0
+    if tokens:
+        metrics.tokens.inc(tokens)
+        metrics.tokens_per_second.set(tokens / seconds if seconds else 0)
+    unlimited = engine.__dict__.get("unlimited")  # only if it was ever loaded
+    meter = getattr(unlimited, "last_meter", None)
+    if meter is not None:
+        metrics.kv_cache.labels("current").set(meter.current)
+        metrics.kv_cache.labels("peak").set(meter.peak)
+
+
+def _gpu_memory(metrics: Metrics) -> None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        metrics.gpu_memory.labels("allocated").set(torch.cuda.memory_allocated())
+        metrics.gpu_memory.labels("reserved").set(torch.cuda.memory_reserved())

@@ -1,0 +1,42 @@
+"""The service's configuration: ``OCR_SERVICE_*`` variables (templates in include/config/)."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing_extensions import Annotated
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OCR_SERVICE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8090
+    # Comma-separated; several keys let a key be rotated without downtime. Empty: no auth
+    # (refused unless allow_no_auth, so a forgotten setting cannot open the service).
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    allow_no_auth: bool = False
+    auth_health: bool = False  # do /health, /ready and /metrics need a key too?
+
+    max_file_mb: float = Field(100, gt=0)
+    max_pages_per_request: int = Field(50, ge=1)
+    request_timeout_s: float = Field(120, gt=0)
+    max_concurrency: int = Field(2, ge=1)
+    max_queue: int = Field(8, ge=0, description="requests waiting for a slot before 429")
+    retry_after_s: int = 2
+    drain_timeout_s: float = 30.0
+
+    # The service's own credentials for s3:// references.
+    s3_endpoint: str | None = None
+    s3_access_key: SecretStr | None = None
+    s3_secret_key: SecretStr | None = None
+    s3_secure: bool = False
+
+    warmup: bool = True
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split(cls, value):
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value

@@ -1,0 +1,161 @@
+"""The OCR service as deployed: `ocr-engine serve` under uvicorn on loopback, real requests."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pymupdf
+import pytest
+
+from tests.conftest import free_ports
+from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, truncated_pdf
+
+KEYS = ("key-one-for-tests", "key-two-for-rotation")
+TIMEOUT_S = 3.0
+
+
+def scanned(n: int) -> bytes:
+    src = pymupdf.open(stream=make_pdf(coded_pages("scan", n)), filetype="pdf")
+    out = pymupdf.open()
+    for page in src:
+        pix = page.get_pixmap(dpi=110, colorspace=pymupdf.csGRAY)
+        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
+    return out.tobytes(deflate=True, garbage=3)
+
+
+@pytest.fixture(scope="module")
+def service(s3_server, tmp_path_factory):
+    port = free_ports(1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OCR_", "KB_"))}
+    env.update({
+        "OCR_SERVICE_PORT": str(port), "OCR_SERVICE_API_KEYS": ",".join(KEYS),
+        "OCR_SERVICE_MAX_FILE_MB": "4", "OCR_SERVICE_MAX_PAGES_PER_REQUEST": "20",
+        "OCR_SERVICE_REQUEST_TIMEOUT_S": str(TIMEOUT_S), "OCR_SERVICE_MAX_CONCURRENCY": "1",
+        "OCR_SERVICE_MAX_QUEUE": "1",
+        "OCR_SERVICE_S3_ENDPOINT": s3_server["endpoint"], "OCR_SERVICE_S3_ACCESS_KEY": s3_server["access_key"],
+        "OCR_SERVICE_S3_SECRET_KEY": s3_server["secret_key"],
+    })
+    log = open(tmp_path_factory.mktemp("service") / "service.log", "w+")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "ocr-engine"), "serve"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, "the service exited while starting"
+        time.sleep(0.3)
+    else:
+        raise AssertionError("the service did not become ready")
+    yield {"base": base, "log": log, "proc": proc}
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def post(service, data: bytes | None = None, key: str | None = KEYS[0], timeout: float = 60, **form):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    files = {"file": ("doc.pdf", data, "application/pdf")} if data is not None else None
+    return httpx.post(f"{service['base']}/v1/parse", files=files, data=form or None, headers=headers, timeout=timeout)
+
+
+def assert_error(resp: httpx.Response, status: int, code: str):
+    assert resp.status_code == status, resp.text
+    body = resp.json()["error"]
+    assert body["code"] == code and body["message"] and body["request_id"] == resp.headers["x-request-id"]
+
+
+def test_parse_returns_one_result_per_page(service):
+    resp = post(service, make_pdf(coded_pages("alpha", 3)), pages="2-3")
+    assert resp.status_code == 200, resp.text
+    pages = resp.json()["pages"]
+    assert [p["page"] for p in pages] == [2, 3]
+    assert "ALPHA-002" in pages[0]["markdown"] and pages[0]["backend"] == "textlayer"
+    md = post(service, make_pdf(coded_pages("alpha", 1)), output="markdown")
+    assert md.status_code == 200 and md.headers["content-type"].startswith("text/markdown") and "ALPHA-001" in md.text
+
+
+def test_every_key_works_and_a_missing_or_wrong_key_is_401(service):
+    pdf = make_pdf(coded_pages("auth", 1))
+    assert post(service, pdf, key=KEYS[1]).status_code == 200
+    assert_error(post(service, pdf, key=None), 401, "unauthorized")
+    assert_error(post(service, pdf, key="key-one-for-test"), 401, "unauthorized")
+    assert httpx.get(f"{service['base']}/health").status_code == 200  # open by default (auth_health=false)
+
+
+@pytest.mark.parametrize("data, code", [
+    (b"plain text, not a document", "not_pdf"),
+    (b"", "empty_file"),
+    (truncated_pdf(), "corrupt_pdf"),
+    (encrypted_pdf(), "encrypted_pdf"),
+], ids=["not-a-document", "empty", "truncated", "encrypted"])
+def test_bad_documents_are_422_with_their_typed_code(service, data, code):
+    assert_error(post(service, data), 422, code)
+
+
+def test_limits_each_have_their_own_error(service):
+    assert_error(post(service, os.urandom(5 * 1024 * 1024)), 413, "file_too_large")
+    assert_error(post(service, make_pdf(coded_pages("long", 21))), 422, "too_many_pages")
+    assert_error(post(service, make_pdf(coded_pages("short", 2)), pages="2-5"), 422, "bad_page_range")
+    assert_error(post(service, make_pdf(coded_pages("short", 2)), pages="two"), 400, "bad_page_range")
+    assert_error(post(service, make_pdf(coded_pages("x", 1)), backend="magic"), 400, "bad_backend")
+
+
+def test_an_s3_reference_is_read_with_the_services_own_credentials(service, kb_env):
+    kb_env["store"].put_bytes(kb_env["inbox"], "ref/doc.pdf", make_pdf(coded_pages("remote", 2)))
+    resp = post(service, s3_uri=f"s3://{kb_env['inbox']}/ref/doc.pdf")
+    assert resp.status_code == 200, resp.text
+    assert "REMOTE-002" in resp.json()["pages"][1]["markdown"]
+    assert_error(post(service, s3_uri=f"s3://{kb_env['inbox']}/ref/missing.pdf"), 422, "object_not_found")
+
+
+def test_a_timeout_is_504_and_the_abandoned_work_stops(service):
+    started = time.monotonic()
+    assert_error(post(service, scanned(20)), 504, "timeout")  # 20 scanned pages take far longer than 3 s
+    assert time.monotonic() - started < TIMEOUT_S + 2
+    deadline = time.monotonic() + 5  # at most one page of work after the deadline
+    while time.monotonic() < deadline:
+        metrics = httpx.get(f"{service['base']}/metrics").text
+        if re.search(r"^ocr_requests_in_flight 0\.0$", metrics, re.M):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the timed-out work kept running")
+    assert post(service, make_pdf(coded_pages("after", 1))).status_code == 200
+
+
+def test_past_capacity_some_requests_get_429_and_none_get_5xx(service):
+    doc = scanned(2)
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(lambda _: post(service, doc), range(8)))
+    statuses = [r.status_code for r in responses]
+    assert statuses.count(200) >= 2 and statuses.count(429) >= 1, statuses
+    assert all(s in (200, 429) for s in statuses), statuses
+    rejected = next(r for r in responses if r.status_code == 429)
+    assert rejected.headers["retry-after"] == "2"
+    assert_error(rejected, 429, "overloaded")
+
+
+def test_metrics_health_ready_and_logs(service):
+    metrics = httpx.get(f"{service['base']}/metrics").text
+    for name in ("ocr_requests_total", "ocr_request_seconds_bucket", "ocr_pages_total", "ocr_requests_in_flight",
+                 "ocr_admission_queue_depth", "ocr_engine_info", "ocr_kv_cache_bytes", "ocr_tokens_total"):
+        assert name in metrics, name
+    assert 'route="/v1/parse",status="200"' in metrics and 'backend="ppocr"' in metrics
+    assert httpx.get(f"{service['base']}/ready").json() == {"status": "ready"}
+    service["log"].flush()
+    service["log"].seek(0)
+    text = service["log"].read()
+    assert '"event": "request"' in text and '"request_id"' in text
+    for secret in KEYS:
+        assert secret not in text
+    assert "ALPHA-00" not in text and "REMOTE-00" not in text  # no document text in logs
