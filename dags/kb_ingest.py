@@ -70,8 +70,14 @@ def kb_ingest():
         return planned[part]
 
     @task(pool="gpu_ocr", queue="gpu", retries=2)
-    def extract(rng: dict) -> str:
-        return _steps().extract(rng)
+    def extract(rng: dict, run_id=None) -> str | None:
+        steps = _steps()
+        if steps.settings.ocr_mode == "service":
+            from kb_airflow.hooks import OcrServiceHook
+
+            client = OcrServiceHook().client
+            return steps.extract(rng, extractor=lambda data, first, last: client.parse(data, first, last), run_id=run_id)
+        return steps.extract(rng, run_id=run_id)
 
     # all_done: one document's failed range must not keep the others out of the index;
     # indexing notices the missing range and records that document's failure in the ledger.

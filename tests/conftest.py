@@ -11,7 +11,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -115,6 +117,42 @@ def kb_env(s3_server, tmp_path, monkeypatch):
     store.ensure_bucket(env["KB_INBOX_BUCKET"], versioned=True)
     store.ensure_bucket(env["KB_ARTIFACTS_BUCKET"])
     return {"store": store, "inbox": env["KB_INBOX_BUCKET"], "artifacts": env["KB_ARTIFACTS_BUCKET"], **env}
+
+
+@contextmanager
+def start_service(s3_server, folder: Path, env_overrides: dict[str, str]):
+    """`ocr-engine serve` on a free loopback port until the block ends; yields base URL and log."""
+    import httpx
+
+    port = free_ports(1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OCR_", "KB_"))}
+    env.update({
+        "OCR_SERVICE_HOST": "127.0.0.1", "OCR_SERVICE_PORT": str(port),
+        "OCR_SERVICE_S3_ENDPOINT": s3_server["endpoint"], "OCR_SERVICE_S3_ACCESS_KEY": s3_server["access_key"],
+        "OCR_SERVICE_S3_SECRET_KEY": s3_server["secret_key"], **env_overrides,
+    })
+    log = open(folder / "service.log", "w+")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "ocr-engine"), "serve"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, "the OCR service exited while starting"
+            assert time.monotonic() < deadline, "the OCR service did not become ready"
+            time.sleep(0.3)
+        yield {"base": base, "port": port, "log": log, "proc": proc, "api_key": env.get("OCR_SERVICE_API_KEYS", "")}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture(scope="session")

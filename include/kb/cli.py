@@ -55,14 +55,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(st, indent=2))
     else:
-        for part in ("s3", "airflow"):
+        for part in ("s3", "ocr", "airflow"):
             p = st[part]
             state = "healthy" if p["healthy"] else ("running, not healthy" if p["running"] else "stopped")
             where = p.get("endpoint") or p.get("url")
             print(f"{part:8} {state:22} {where}  pid={p['pid']}" + (f"  ({p['error']})" if p.get("error") else ""))
         q = st["qdrant"]
         print(f"{'qdrant':8} {('prepared' if q['prepared'] else 'not prepared'):22} {q['mode']} {q['location']}")
-    running = st["s3"]["healthy"] and (st["airflow"]["healthy"] or not st["airflow"]["running"])
+    running = st["s3"]["healthy"] and all(st[p]["healthy"] or not st[p]["running"] for p in ("airflow", "ocr"))
     return 0 if running else 1
 
 
@@ -231,9 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("up", help="start the local stack (S3 server, Airflow, Qdrant local store)",
                        description="Ports and the state folder come from KB_S3_PORT, KB_WEED_MASTER_PORT, "
-                                   "KB_WEED_VOLUME_PORT, KB_WEED_FILER_PORT, KB_AIRFLOW_PORT, "
+                                   "KB_WEED_VOLUME_PORT, KB_WEED_FILER_PORT, KB_OCR_PORT, KB_AIRFLOW_PORT, "
                                    "KB_AIRFLOW_WORKER_LOG_PORT, KB_AIRFLOW_TRIGGER_LOG_PORT and KB_STATE_DIR.")
-    p.add_argument("--no-airflow", action="store_true", help="only the S3 server and the Qdrant store")
+    p.add_argument("--no-airflow", action="store_true", help="only the S3 server and the Qdrant store (no OCR service, no Airflow)")
     p.set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop what `kb up` started").set_defaults(func=cmd_down)
     p = sub.add_parser("status", help="report each part of the stack")

@@ -19,6 +19,7 @@ from kb.chunking import chunk_pages
 from kb.embedding import Embedder
 from kb.errors import DocumentError, ExtractionFailed, IncompleteExtraction, ObjectChanged
 from kb.objectstore import ObjectInfo, ObjectStore
+from kb.ocr_client import OcrRejected
 from kb.planning import SCANNED, classify_pages, split_ranges
 from kb.settings import PipelineSettings
 from ocr_engine.documents import open_pdf
@@ -108,7 +109,7 @@ class Steps:
             except BAD_INPUT as exc:
                 quarantined.append(self.quarantine(obj, exc, run_id, sha256=sha))
                 continue
-            cap = self.settings.max_pages_per_range if SCANNED in kinds else self.settings.max_textlayer_pages_per_range
+            cap = ocr_range_cap(self.settings) if SCANNED in kinds else self.settings.max_textlayer_pages_per_range
             spans = split_ranges(len(kinds), cap)
             document = {
                 "doc_id": doc_id,
@@ -122,7 +123,7 @@ class Steps:
             for (first, last), key in zip(spans, document["ranges"]):
                 ranges.append({
                     "doc_id": doc_id, "bucket": obj.bucket, "key": obj.key, "version_id": obj.version_id,
-                    "sha256": sha, "first": first, "last": last, "result_key": key,
+                    "etag": obj.etag, "size": obj.size, "sha256": sha, "first": first, "last": last, "result_key": key,
                 })
         log.info("planned %d documents, %d ranges, %d quarantined, %d skipped",
                  len(documents), len(ranges), len(quarantined), len(skipped))
@@ -137,7 +138,9 @@ class Steps:
 
     # --- 3. extract (one mapped task per range; the OCR service plugs in here) ----------
 
-    def extract(self, rng: dict[str, Any], extractor: PageExtractor = engine_extractor) -> str:
+    def extract(self, rng: dict[str, Any], extractor: PageExtractor = engine_extractor,
+                run_id: str | None = None) -> str | None:
+        """The range's result key; None when the OCR service rejected the document (quarantined)."""
         bucket = self.settings.artifacts_bucket
         if self.store.exists(bucket, rng["result_key"]):
             return rng["result_key"]  # the same content and range was extracted before
@@ -145,7 +148,12 @@ class Steps:
         data = self.store.get_bytes(rng["bucket"], rng["key"], rng["version_id"])
         if hashlib.sha256(data).hexdigest() != rng["sha256"]:
             raise ObjectChanged(f"{rng['key']} changed since it was planned; the next run picks up the new version")
-        pages = extractor(data, rng["first"], rng["last"])
+        try:
+            pages = extractor(data, rng["first"], rng["last"])
+        except OcrRejected as exc:
+            obj = ObjectInfo(rng["bucket"], rng["key"], rng.get("etag", ""), rng.get("size", len(data)), rng["version_id"])
+            self.quarantine(obj, exc, run_id or "", sha256=rng["sha256"])
+            return None
         failed = [p for p in pages if p.get("status") == "failed"]
         if failed:
             # Not stored: the task's retries, then later runs, try the range again, and a
@@ -220,6 +228,13 @@ class Steps:
         results: list[dict[str, Any]] = []
         prepared: list[_Prepared] = []
         for document in documents:
+            entry = self.ledger.get(document["doc_id"])
+            if entry and entry.status == L.QUARANTINED and entry.run_id == run_id:
+                # An extract task of this run quarantined it (the OCR service refused it).
+                results.append({"doc_id": document["doc_id"], "key": document["key"], "status": L.QUARANTINED,
+                                "code": (entry.error or {}).get("code"), "message": (entry.error or {}).get("message"),
+                                "record": (entry.error or {}).get("record")})
+                continue
             try:
                 prepared.append(self.prepare(document, embedder))
             except Exception as exc:  # recorded per document; the run's report fails the run
@@ -352,6 +367,15 @@ class _Prepared:
 
 def _object_of(document: dict[str, Any]) -> ObjectInfo:
     return ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"], document["version_id"])
+
+
+def ocr_range_cap(settings: PipelineSettings) -> int:
+    """Pages per OCR range: the engine's token budget for one generate call, and the cap."""
+    from ocr_engine.unlimited.budget import TokenBudget, visual_tokens_base_mode
+
+    budget = TokenBudget(context_length=32_768, visual_tokens_per_page=visual_tokens_base_mode(1024),
+                         prompt_tokens=16, output_tokens_per_page=settings.expected_tokens_per_page)
+    return max(1, min(settings.max_pages_per_range, budget.max_pages()))
 
 
 def batch_documents(documents: list[dict[str, Any]], max_pages: int, max_documents: int) -> list[list[dict[str, Any]]]:

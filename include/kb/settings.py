@@ -31,8 +31,12 @@ class PipelineSettings(BaseSettings):
     schedule: str | None = "*/5 * * * *"
     max_file_mb: int = 200
     max_pages: int = 2000
-    # The OCR engine's token budget will size ranges once it exists; until then a cap.
+    # "service": page ranges go to the OCR service (Airflow connection `ocr_service`);
+    # "local": the engine runs inside the extract task (text layer, else PP-OCR on CPU).
+    ocr_mode: str = Field("local", pattern="^(service|local)$")
+    # Ranges that need OCR: the engine's token budget caps them, and so does this.
     max_pages_per_range: int = Field(16, ge=1)
+    expected_tokens_per_page: int = Field(1200, ge=1, description="output reserve the token budget keeps per page")
     # A document whose every page has a usable text layer needs no OCR: its pages cost
     # milliseconds each, so bigger ranges save the per-task overhead that would dominate.
     max_textlayer_pages_per_range: int = Field(64, ge=1)
@@ -85,6 +89,9 @@ class StackSettings(BaseSettings):
     weed_master_port: int = 9333
     weed_volume_port: int = 9340
     weed_filer_port: int = 8888
+
+    ocr_port: int = 8090
+    ocr_start_timeout_s: float = 120.0
 
     airflow_port: int = 8080
     airflow_worker_log_port: int = 8793

@@ -27,7 +27,8 @@ from kb.errors import PortInUse, ServiceDidNotStart, StackNotRunning
 from kb.settings import PipelineSettings, StackSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SECRET_NAMES = ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY", "KB_AIRFLOW_PASSWORD", "KB_AIRFLOW_JWT_SECRET")
+SECRET_NAMES = ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY", "KB_AIRFLOW_PASSWORD", "KB_AIRFLOW_JWT_SECRET",
+                "KB_OCR_API_KEY", "KB_OCR_S3_ACCESS_KEY", "KB_OCR_S3_SECRET_KEY")
 
 
 # --- secrets ---------------------------------------------------------------------------
@@ -51,9 +52,9 @@ def ensure_secrets(state_dir: Path) -> dict[str, str]:
     values = {}
     for name in SECRET_NAMES:
         values[name] = os.environ.get(name) or stored.get(name) or secrets.token_urlsafe(24 if "KEY" in name else 32)
-    if values["KB_S3_ACCESS_KEY"] and len(values["KB_S3_ACCESS_KEY"]) > 20:
+    for name in ("KB_S3_ACCESS_KEY", "KB_OCR_S3_ACCESS_KEY"):
         # S3 access keys are conventionally short identifiers; keep generated ones tidy.
-        values["KB_S3_ACCESS_KEY"] = values["KB_S3_ACCESS_KEY"][:20]
+        values[name] = values[name][:20]
     if values != {k: stored.get(k) for k in SECRET_NAMES}:
         _write_private(path, "".join(f"{k}={v}\n" for k, v in values.items()))
     return values
@@ -247,11 +248,18 @@ def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
     if part_pid(s, "s3"):
         return
     check_ports_free(s.host, weed_ports(s))
-    config = {"identities": [{
-        "name": "kb",
-        "credentials": [{"accessKey": secrets_["KB_S3_ACCESS_KEY"], "secretKey": secrets_["KB_S3_SECRET_KEY"]}],
-        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-    }]}
+    config = {"identities": [
+        {
+            "name": "kb",
+            "credentials": [{"accessKey": secrets_["KB_S3_ACCESS_KEY"], "secretKey": secrets_["KB_S3_SECRET_KEY"]}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        },
+        {   # the OCR service reads s3:// references with its own, read-only identity
+            "name": "ocr-service",
+            "credentials": [{"accessKey": secrets_["KB_OCR_S3_ACCESS_KEY"], "secretKey": secrets_["KB_OCR_S3_SECRET_KEY"]}],
+            "actions": ["Read", "List"],
+        },
+    ]}
     config_path = s.state_dir / "s3-identities.json"
     _write_private(config_path, json.dumps(config))
     data = s.state_dir / "weed"
@@ -287,6 +295,39 @@ def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
 def stop_s3(s: StackSettings) -> bool:
     # weed may ignore SIGTERM for minutes: a short deadline, then SIGKILL.
     return stop_part(s, "s3", timeout_s=min(s.stop_timeout_s, 5.0))
+
+
+# --- the OCR service -------------------------------------------------------------------
+
+
+def ocr_base_url(s: StackSettings) -> str:
+    return f"http://{s.host}:{s.ocr_port}"
+
+
+def start_ocr(s: StackSettings, secrets_: dict[str, str]) -> None:
+    if part_pid(s, "ocr"):
+        return
+    check_ports_free(s.host, {"OCR service": s.ocr_port})
+    env = dict(os.environ)
+    env.update({
+        "OCR_SERVICE_HOST": s.host, "OCR_SERVICE_PORT": str(s.ocr_port),
+        "OCR_SERVICE_API_KEYS": secrets_["KB_OCR_API_KEY"],
+        "OCR_SERVICE_S3_ENDPOINT": f"{s.host}:{s.s3_port}",
+        "OCR_SERVICE_S3_ACCESS_KEY": secrets_["KB_OCR_S3_ACCESS_KEY"],
+        "OCR_SERVICE_S3_SECRET_KEY": secrets_["KB_OCR_S3_SECRET_KEY"],
+        "OCR_DEVICE": env.get("OCR_DEVICE", "cpu"),
+    })
+    binary = str(Path(sys.executable).parent / "ocr-engine")
+    pid = _start(s, "ocr", [binary, "serve"], env, s.state_dir)
+
+    def ready() -> bool:
+        return httpx.get(f"{ocr_base_url(s)}/ready", timeout=5).status_code == 200
+
+    _wait_until(s, "ocr", pid, ready, f"OCR service ready on {ocr_base_url(s)}")
+
+
+def stop_ocr(s: StackSettings) -> bool:
+    return stop_part(s, "ocr")
 
 
 # --- Airflow ---------------------------------------------------------------------------
@@ -333,6 +374,11 @@ def airflow_env(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.2",
         "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "30",
         "AIRFLOW_CONN_KB_S3": json.dumps(conn),
+        "AIRFLOW_CONN_OCR_SERVICE": json.dumps({
+            "conn_type": "http", "host": s.host, "port": s.ocr_port, "schema": "http",
+            "password": secrets_["KB_OCR_API_KEY"], "extra": {"read_timeout_s": 900, "retries": 5},
+        }),
+        "KB_OCR_MODE": "service",
         "KB_STATE_DIR": str(s.state_dir),
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
@@ -384,6 +430,8 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[
         p.resolved_qdrant_path.mkdir(parents=True, exist_ok=True)
         echo(f"Qdrant local store at {p.resolved_qdrant_path}")
         if airflow:
+            echo(f"starting the OCR service on {ocr_base_url(s)} (CPU: text layer, else PP-OCR) ...")
+            start_ocr(s, secrets_)
             echo(f"starting Airflow standalone on {airflow_base_url(s)} (this takes a minute) ...")
             start_airflow(s, secrets_)
     except Exception:
@@ -394,7 +442,7 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[
 
 def down(s: StackSettings | None = None, *, echo: Callable[[str], None] = print) -> dict[str, bool]:
     s = s or StackSettings()
-    result = {"airflow": stop_airflow(s), "s3": stop_s3(s)}
+    result = {"airflow": stop_airflow(s), "ocr": stop_ocr(s), "s3": stop_s3(s)}
     for name, stopped in result.items():
         echo(f"{name}: {'stopped' if stopped else 'was not running'}")
     return result
@@ -428,6 +476,15 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
         except Exception as exc:
             af["error"] = str(exc)
     out["airflow"] = af
+
+    pid = part_pid(s, "ocr")
+    ocr: dict[str, Any] = {"running": bool(pid), "pid": pid, "url": ocr_base_url(s), "healthy": False}
+    if pid:
+        try:
+            ocr["healthy"] = httpx.get(f"{ocr_base_url(s)}/ready", timeout=5).status_code == 200
+        except Exception as exc:
+            ocr["error"] = str(exc)
+    out["ocr"] = ocr
 
     p = PipelineSettings(state_dir=s.state_dir)
     out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),

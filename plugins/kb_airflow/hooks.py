@@ -40,3 +40,34 @@ class ObjectStoreHook(BaseHook):
             secure=bool(extra.get("secure", conn.schema == "https")),
             region=extra.get("region"),
         )
+
+
+class OcrServiceHook(BaseHook):
+    """The OCR service, through ``kb.ocr_client.OcrClient``.
+
+    Connection ``ocr_service``: host and port (schema http or https), password = API key,
+    extra ``{"connect_timeout_s", "read_timeout_s", "retries", "backoff_s"}`` (optional).
+    """
+
+    conn_name_attr = "ocr_conn_id"
+    default_conn_name = "ocr_service"
+    conn_type = "http"
+    hook_name = "KB OCR service"
+
+    def __init__(self, ocr_conn_id: str = default_conn_name) -> None:
+        super().__init__()
+        self.ocr_conn_id = ocr_conn_id
+
+    def get_conn(self):
+        return self.client
+
+    @cached_property
+    def client(self):
+        from kb.ocr_client import OcrClient
+
+        conn = self.get_connection(self.ocr_conn_id)
+        extra = conn.extra_dejson or {}
+        scheme = conn.schema or "http"
+        base = f"{scheme}://{conn.host}:{conn.port}" if conn.port else f"{scheme}://{conn.host}"
+        tuning = {k: extra[k] for k in ("connect_timeout_s", "read_timeout_s", "retries", "backoff_s") if k in extra}
+        return OcrClient(base, conn.password, **tuning)

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pymupdf
 import pytest
 
-from tests.conftest import free_ports
+from tests.conftest import start_service
 from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, truncated_pdf
 
 KEYS = ("key-one-for-tests", "key-two-for-rotation")
@@ -32,34 +29,12 @@ def scanned(n: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def service(s3_server, tmp_path_factory):
-    port = free_ports(1)[0]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OCR_", "KB_"))}
-    env.update({
-        "OCR_SERVICE_PORT": str(port), "OCR_SERVICE_API_KEYS": ",".join(KEYS),
-        "OCR_SERVICE_MAX_FILE_MB": "4", "OCR_SERVICE_MAX_PAGES_PER_REQUEST": "20",
-        "OCR_SERVICE_REQUEST_TIMEOUT_S": str(TIMEOUT_S), "OCR_SERVICE_MAX_CONCURRENCY": "1",
-        "OCR_SERVICE_MAX_QUEUE": "1",
-        "OCR_SERVICE_S3_ENDPOINT": s3_server["endpoint"], "OCR_SERVICE_S3_ACCESS_KEY": s3_server["access_key"],
-        "OCR_SERVICE_S3_SECRET_KEY": s3_server["secret_key"],
-    })
-    log = open(tmp_path_factory.mktemp("service") / "service.log", "w+")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "ocr-engine"), "serve"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None, "the service exited while starting"
-        time.sleep(0.3)
-    else:
-        raise AssertionError("the service did not become ready")
-    yield {"base": base, "log": log, "proc": proc}
-    proc.terminate()
-    proc.wait(timeout=30)
+    with start_service(s3_server, tmp_path_factory.mktemp("service"), {
+        "OCR_SERVICE_API_KEYS": ",".join(KEYS), "OCR_SERVICE_MAX_FILE_MB": "4",
+        "OCR_SERVICE_MAX_PAGES_PER_REQUEST": "20", "OCR_SERVICE_REQUEST_TIMEOUT_S": str(TIMEOUT_S),
+        "OCR_SERVICE_MAX_CONCURRENCY": "1", "OCR_SERVICE_MAX_QUEUE": "1",
+    }) as svc:
+        yield svc
 
 
 def post(service, data: bytes | None = None, key: str | None = KEYS[0], timeout: float = 60, **form):

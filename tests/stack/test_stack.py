@@ -29,7 +29,7 @@ def kb(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Comp
 @pytest.fixture(scope="module")
 def stack_env(tmp_path_factory):
     state = tmp_path_factory.mktemp("stack")
-    api, worker_logs, trigger_logs = free_ports(3)
+    api, worker_logs, trigger_logs, ocr = free_ports(4)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "AIRFLOW"))}
     env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
     env.update({
@@ -37,6 +37,7 @@ def stack_env(tmp_path_factory):
         "KB_AIRFLOW_PORT": str(api),
         "KB_AIRFLOW_WORKER_LOG_PORT": str(worker_logs),
         "KB_AIRFLOW_TRIGGER_LOG_PORT": str(trigger_logs),
+        "KB_OCR_PORT": str(ocr),
         "KB_SCHEDULE": "",  # manual runs only, so the test decides when runs happen
     })
     up = kb(env, "up")
@@ -51,6 +52,7 @@ def test_status_reports_every_part_healthy(stack_env):
     status = json.loads(done.stdout)
     assert status["s3"]["healthy"] and {"inbox", "kb-artifacts"} <= set(status["s3"]["buckets"])
     assert status["airflow"]["healthy"]
+    assert status["ocr"]["healthy"]
     assert set(status["airflow"]["components"]) >= {"scheduler", "dag_processor", "triggerer", "metadatabase"}
     assert status["qdrant"]["prepared"]
     secrets = (Path(stack_env["KB_STATE_DIR"]) / "secrets.env")
@@ -73,6 +75,7 @@ def test_ingest_wait_then_search_cites_the_right_page(stack_env):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "run success" in done.stdout and "3 indexed" in done.stdout
     assert "extract" in done.stdout  # progress lines name the tasks
+    assert "0 quarantined" in done.stdout
 
     done = kb(stack_env, "search", "How often must the impeller seal be replaced?", "--top-k", "3", "--json")
     assert done.returncode == 0, done.stderr
@@ -80,6 +83,12 @@ def test_ingest_wait_then_search_cites_the_right_page(stack_env):
     assert hits and {"score", "key", "pages", "text"} <= set(hits[0])
     assert hits[0]["key"] == "aquila-p200-manual.pdf" and hits[0]["pages"] == [4]
     assert "2,000 operating hours" in hits[0]["text"]
+
+    # the scanned sample went through the OCR service (PP-OCR): its text is searchable on its page
+    done = kb(stack_env, "search", "How often must the coupling insert be replaced?", "--top-k", "1", "--json")
+    hit = json.loads(done.stdout)[0]
+    assert hit["key"] == "service-bulletin-sb7-scan.pdf" and hit["pages"] == [2]
+    assert "every 3 years" in hit["text"]
 
     # the same files again: the run finds nothing new and the index is unchanged
     done = kb(stack_env, "ingest", str(REPO / "include" / "samples"), "--wait", "--timeout", "400")
