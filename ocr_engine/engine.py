@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ocr_engine.backends import textlayer
-from ocr_engine.documents import check_range, open_pdf
+from ocr_engine.documents import check_range, close_pdf, open_pdf
 from ocr_engine.errors import BackendUnavailable, Cancelled, TooManyPages
 from ocr_engine.render import iter_pages
 from ocr_engine.router import OCR, route
@@ -94,7 +94,7 @@ class OcrEngine:
                     results[r.page] = r
             return [results[n] for n in pages]
         finally:
-            doc.close()
+            close_pdf(doc)
 
     def _ocr(self, doc, pages: list[int], name: str) -> list[PageResult]:
         s = self.settings

@@ -17,7 +17,8 @@ def compose() -> dict:
 def test_compose_has_every_production_part():
     services = compose()["services"]
     for name in ("postgres", "redis", "minio", "minio-init", "qdrant", "airflow-apiserver", "airflow-scheduler",
-                 "airflow-dag-processor", "airflow-triggerer", "airflow-worker", "airflow-worker-gpu"):
+                 "airflow-dag-processor", "airflow-triggerer", "airflow-worker", "airflow-worker-gpu",
+                 "ocr-service", "prometheus", "grafana"):
         assert name in services, name
 
 
@@ -41,3 +42,14 @@ def test_published_ports_bind_to_loopback_only():
     for name, service in compose()["services"].items():
         for port in service.get("ports", []):
             assert str(port).startswith("127.0.0.1:"), (name, port)
+
+
+def test_the_ocr_service_runs_on_a_gpu_and_airflow_reaches_it_through_its_connection():
+    services = compose()["services"]
+    ocr = services["ocr-service"]
+    assert ocr["entrypoint"] == ["ocr-engine", "serve"]
+    assert ocr["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    env = services["airflow-scheduler"]["environment"]
+    assert '"host": "ocr-service"' in env["AIRFLOW_CONN_OCR_SERVICE"] and env["KB_OCR_MODE"] == "service"
+    for template in ("dev.env", "test.env", "prod.env"):
+        assert (REPO / "include" / "config" / template).is_file()
