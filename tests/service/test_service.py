@@ -134,3 +134,20 @@ def test_metrics_health_ready_and_logs(service):
     for secret in KEYS:
         assert secret not in text
     assert "ALPHA-00" not in text and "REMOTE-00" not in text  # no document text in logs
+
+
+def test_sigterm_drains_the_request_in_flight(s3_server, tmp_path):
+    """A shutdown answers the request being worked on, then exits."""
+    with start_service(s3_server, tmp_path, {"OCR_SERVICE_API_KEYS": KEYS[0], "OCR_SERVICE_REQUEST_TIMEOUT_S": "120",
+                                             "OCR_SERVICE_DRAIN_TIMEOUT_S": "60"}) as svc:
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(post, svc, scanned(4))  # a few seconds of PP-OCR
+            deadline = time.monotonic() + 10
+            while "ocr_requests_in_flight 1.0" not in httpx.get(f"{svc['base']}/metrics").text:
+                assert time.monotonic() < deadline, "the request never started"
+                time.sleep(0.1)
+            svc["proc"].terminate()
+            resp = pending.result(timeout=90)
+        assert resp.status_code == 200 and len(resp.json()["pages"]) == 4
+        # uvicorn re-raises SIGTERM once it has drained, so the exit status says "terminated"
+        assert svc["proc"].wait(timeout=60) in (0, -15)
