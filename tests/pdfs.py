@@ -48,3 +48,13 @@ def image_only_pdf() -> bytes:
     data = doc.tobytes()
     doc.close()
     return data
+
+
+def scanned_copy(data: bytes, dpi: int = 150) -> bytes:
+    """Each page of ``data`` as a grey picture on an otherwise empty page: no text layer."""
+    src = pymupdf.open(stream=data, filetype="pdf")
+    out = pymupdf.open()
+    for page in src:
+        pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
+        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
+    return out.tobytes(deflate=True, garbage=3)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import start_service
 from tests.integration.dagrun import points_by_doc, run_ingest
-from tests.pdfs import coded_pages, make_pdf
+from tests.pdfs import coded_pages, make_pdf, scanned_copy
 
 pytestmark = pytest.mark.integration
 KEY = "integration-test-key"
@@ -34,12 +34,7 @@ def via_service(kb_env, ocr_service, monkeypatch):
 
 
 def image_only(pages: list[str]) -> bytes:
-    src = pymupdf.open(stream=make_pdf(pages), filetype="pdf")
-    out = pymupdf.open()
-    for page in src:
-        pix = page.get_pixmap(dpi=150, colorspace=pymupdf.csGRAY)
-        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
-    return out.tobytes(deflate=True, garbage=3)
+    return scanned_copy(make_pdf(pages))
 
 
 def test_an_image_only_pdf_becomes_searchable_with_its_pages(via_service, airflow_db):

@@ -8,23 +8,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import pymupdf
 import pytest
 
 from tests.conftest import start_service
-from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, truncated_pdf
+from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, scanned_copy, truncated_pdf
 
 KEYS = ("key-one-for-tests", "key-two-for-rotation")
 TIMEOUT_S = 3.0
 
 
 def scanned(n: int) -> bytes:
-    src = pymupdf.open(stream=make_pdf(coded_pages("scan", n)), filetype="pdf")
-    out = pymupdf.open()
-    for page in src:
-        pix = page.get_pixmap(dpi=110, colorspace=pymupdf.csGRAY)
-        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
-    return out.tobytes(deflate=True, garbage=3)
+    return scanned_copy(make_pdf(coded_pages("scan", n)), dpi=110)
 
 
 @pytest.fixture(scope="module")
