@@ -151,8 +151,7 @@ class Steps:
         try:
             pages = extractor(data, rng["first"], rng["last"])
         except OcrRejected as exc:
-            obj = ObjectInfo(rng["bucket"], rng["key"], rng.get("etag", ""), rng.get("size", len(data)), rng["version_id"])
-            self.quarantine(obj, exc, run_id or "", sha256=rng["sha256"])
+            self.quarantine(_object_of(rng), exc, run_id or "", sha256=rng["sha256"])
             return None
         failed = [p for p in pages if p.get("status") == "failed"]
         if failed:
@@ -226,30 +225,29 @@ class Steps:
 
         embedder = Embedder(self.settings.embed_model_dir, batch_size=self.settings.embed_batch_size)
         results: list[dict[str, Any]] = []
-        prepared: list[_Prepared] = []
+        # Each with the ledger entry read above: no other task writes it while this one runs.
+        prepared: list[tuple[L.LedgerEntry | None, _Prepared]] = []
         for document in documents:
             entry = self.ledger.get(document["doc_id"])
             if entry and entry.status == L.QUARANTINED and entry.run_id == run_id:
                 # An extract task of this run quarantined it (the OCR service refused it).
+                error = entry.error or {}
                 results.append({"doc_id": document["doc_id"], "key": document["key"], "status": L.QUARANTINED,
-                                "code": (entry.error or {}).get("code"), "message": (entry.error or {}).get("message"),
-                                "record": (entry.error or {}).get("record")})
+                                "code": error.get("code"), "message": error.get("message"), "record": error.get("record")})
                 continue
             try:
-                prepared.append(self.prepare(document, embedder))
+                prepared.append((entry, self.prepare(document, embedder)))
             except Exception as exc:  # recorded per document; the run's report fails the run
                 if not isinstance(exc, IncompleteExtraction):
                     log.exception("preparing %s failed", document["key"])
-                results.append(self._fail(_object_of(document), self.ledger.get(document["doc_id"]), exc, run_id,
-                                          document["sha256"]))
+                results.append(self._fail(_object_of(document), entry, exc, run_id, document["sha256"]))
         if not prepared:
             return results
         with VectorStore.open(self.settings) as vs:
             vs.ensure_collection(embedder.dimension)
-            for p in prepared:
+            for entry, p in prepared:
                 started = time.perf_counter()
                 document, obj = p.document, _object_of(p.document)
-                entry = self.ledger.get(document["doc_id"])
                 try:
                     vs.upsert(p.ids, p.vectors, p.payloads)
                     # Only after the new version is in: the old one's points go, none left behind.
