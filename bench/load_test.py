@@ -28,6 +28,8 @@ import httpx
 import psutil
 import pymupdf
 
+from kb.samples import scanned_copy
+
 
 def sample_pdf(pages: int = 2, scanned: bool = False) -> bytes:
     doc = pymupdf.open()
@@ -35,13 +37,8 @@ def sample_pdf(pages: int = 2, scanned: bool = False) -> bytes:
         doc.new_page().insert_textbox(pymupdf.Rect(60, 60, 535, 780),
                                       f"Load test page {i + 1}. " + "The pump must be primed before it starts. " * 20,
                                       fontsize=11)
-    if not scanned:
-        return doc.tobytes()
-    out = pymupdf.open()  # the same pages as pictures: every request runs PP-OCR
-    for page in doc:
-        pix = page.get_pixmap(dpi=150, colorspace=pymupdf.csGRAY)
-        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
-    return out.tobytes(deflate=True)
+    # Scanned: the same pages as pictures, so every request runs PP-OCR.
+    return scanned_copy(doc.tobytes()) if scanned else doc.tobytes()
 
 
 def loopback_only(url: str) -> None:

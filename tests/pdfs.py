@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pymupdf
 
+from kb.samples import scanned_copy  # noqa: F401  (tests build scanned PDFs with it)
+
 
 def make_pdf(pages: list[str], *, fontname: str = "helv") -> bytes:
     doc = pymupdf.open()
@@ -49,12 +51,3 @@ def image_only_pdf() -> bytes:
     doc.close()
     return data
 
-
-def scanned_copy(data: bytes, dpi: int = 150) -> bytes:
-    """Each page of ``data`` as a grey picture on an otherwise empty page: no text layer."""
-    src = pymupdf.open(stream=data, filetype="pdf")
-    out = pymupdf.open()
-    for page in src:
-        pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
-        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
-    return out.tobytes(deflate=True, garbage=3)

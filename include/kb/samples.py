@@ -137,19 +137,23 @@ def write_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]]) -> Non
     doc.close()
 
 
-def write_scanned_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]], dpi: int = 200) -> None:
-    """The same kind of document as a scanner delivers it: each page a picture, no text layer."""
-    tmp = path.with_suffix(".born-digital.pdf")
-    write_pdf(tmp, title, pages)
-    src = pymupdf.open(tmp)
+def scanned_copy(data: bytes, dpi: int = 150, title: str | None = None) -> bytes:
+    """``data`` as a scanner delivers it: each page a grey picture, no text layer."""
+    src = pymupdf.open(stream=data, filetype="pdf")
     out = pymupdf.open()
     for page in src:
         pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
-        new = out.new_page(width=page.rect.width, height=page.rect.height)
-        new.insert_image(new.rect, pixmap=pix)
-    out.set_metadata({"title": title, "creator": "kb.samples (scanned)"})
-    out.save(path, garbage=3, deflate=True)
+        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
+    if title:
+        out.set_metadata({"title": title, "creator": "kb.samples (scanned)"})
     src.close()
+    return out.tobytes(garbage=3, deflate=True)
+
+
+def write_scanned_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]], dpi: int = 200) -> None:
+    tmp = path.with_suffix(".born-digital.pdf")
+    write_pdf(tmp, title, pages)
+    path.write_bytes(scanned_copy(tmp.read_bytes(), dpi, title))
     tmp.unlink()
 
 
