@@ -58,6 +58,22 @@ class IncompleteExtraction(DocumentError):
     code = "incomplete_extraction"
 
 
+class ValidationFailed(DocumentError):
+    """A data-quality gate failed: the version is quarantined with the gate's report."""
+
+    code = "validation_failed"
+
+    def __init__(self, message: str, report: dict) -> None:
+        super().__init__(message)
+        self.report = report  # kb.quality.gate.GateReport.as_dict()
+
+
+class BadParams(KbError):
+    """A run's params cannot be used (an unknown or out-of-range threshold): fail fast, no retry."""
+
+    code = "bad_params"
+
+
 # --- infrastructure: worth retrying -------------------------------------------------
 
 

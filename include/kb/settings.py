@@ -102,3 +102,60 @@ class StackSettings(BaseSettings):
 
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 20.0
+
+
+class QualitySettings(BaseSettings):
+    """Data-quality thresholds (``KB_QUALITY_*``); a run may override any of them through
+    the DAG param ``quality`` (``{"max_empty_page_share": 0.5}``)."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_QUALITY_", extra="ignore")
+
+    # pages, after OCR
+    max_empty_page_share: float = Field(0.5, ge=0, le=1, description="share of pages with no text")
+    min_mean_confidence: float = Field(0.6, ge=0, le=1, description="mean OCR confidence, where the backend gives one")
+    distinct_n: int = Field(20, ge=2)
+    min_distinct_ratio: float = Field(0.3, ge=0, le=1, description="distinct-n per page; loops drive it to 0")
+    min_page_chars: int = Field(0, ge=0, description="characters on a page that is not empty")
+    max_page_chars: int = Field(20_000, ge=1)
+    max_cer: float = Field(0.35, ge=0, description="OCR vs text layer, on the pages audited")
+    # OCR one text-layer page per range and compare it with the text layer: a standing
+    # accuracy check on real documents, at one extra OCR page per range.
+    cer_audit: bool = False
+
+    # chunks, before upsert
+    max_chunk_tokens: int | None = Field(None, ge=1, description="None: the embedder's own limit")
+    min_vector_norm: float = Field(1e-6, ge=0)
+
+    # Data Docs: a local folder (None: <state dir>/data_docs)
+    data_docs_dir: Path | None = None
+
+    @classmethod
+    def with_overrides(cls, overrides: dict | None) -> "QualitySettings":
+        """Settings from the environment, then a run's overrides; unknown names are an error."""
+        from kb.errors import BadParams
+
+        overrides = dict(overrides or {})
+        unknown = sorted(set(overrides) - set(cls.model_fields) - {"data_docs_dir"})
+        if unknown:
+            raise BadParams(f"unknown quality setting(s) {unknown}; known: {sorted(cls.model_fields)}")
+        if "data_docs_dir" in overrides:
+            raise BadParams("data_docs_dir is a deployment setting, not a per-run threshold")
+        from pydantic import ValidationError
+
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            raise BadParams(f"bad quality threshold: {exc.errors()[0]['loc']} {exc.errors()[0]['msg']}") from None
+
+
+class AlertSettings(BaseSettings):
+    """Where ops alerts go (``KB_ALERT_*``). The channels themselves are Airflow connections,
+    so addresses and webhook secrets live with the other secrets, not here."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_ALERT_", extra="ignore")
+
+    smtp_conn_id: str = "kb_alerts_smtp"
+    webhook_conn_id: str = "kb_alerts_webhook"
+    email_to: list[str] = Field(default_factory=lambda: ["ops@localhost"])
+    email_from: str | None = None  # None: the connection's from_email
+    webhook_timeout_s: float = 10.0

@@ -1,0 +1,78 @@
+"""What the ops team receives when a document fails: built from its quarantine record.
+
+The same facts go to e-mail (HTML) and to a Slack-compatible webhook (``text`` plus
+``blocks``): document and version, run, why, each failed expectation with its
+observed value and threshold, and where the report and the Data Docs are.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Alert:
+    doc_id: str
+    key: str
+    version: str
+    run_id: str
+    code: str
+    message: str
+    failures: list[str]
+    report: str  # s3://bucket/key of the quarantine record
+    docs_url: str | None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], artifacts_bucket: str) -> "Alert":
+        validation = record.get("validation") or {}
+        failures = [
+            f"[{gate.get('suite')}] {f['line']}"
+            for gate in validation.get("gates", [])
+            for f in gate.get("failures", [])
+        ]
+        return cls(
+            doc_id=record["doc_id"], key=record["key"],
+            version=str(record.get("version_id") or record.get("etag") or "?"),
+            run_id=record.get("run_id") or "", code=record.get("code") or "unknown", message=record.get("message") or "",
+            failures=failures, report=f"s3://{artifacts_bucket}/{record['record']}",
+            docs_url=validation.get("docs_url"),
+        )
+
+    @property
+    def subject(self) -> str:
+        return f"[kb] quarantined {self.key} ({self.code})"
+
+    def lines(self) -> list[str]:
+        out = [
+            f"Document: {self.key} (doc_id {self.doc_id})",
+            f"Version: {self.version}",
+            f"Run: {self.run_id}",
+            f"Why: {self.code}: {self.message}",
+        ]
+        out += [f"Failed: {f}" for f in self.failures]
+        out.append(f"Report: {self.report}")
+        if self.docs_url:
+            out.append(f"Data Docs: {self.docs_url}")
+        out.append("The previously indexed version, if any, stays searchable.")
+        return out
+
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+    def html(self) -> str:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())
+        return f"<p>{html.escape(self.subject)}</p><ul>{items}</ul>"
+
+    def slack(self) -> dict[str, Any]:
+        """Slack's incoming-webhook shape; ``text`` alone is enough for compatible receivers."""
+        return {
+            "text": f"{self.subject}\n{self.text()}",
+            "blocks": [
+                {"type": "header", "text": {"type": "plain_text", "text": self.subject[:150]}},
+                {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(self.lines())[:2900]}},
+            ],
+            "kb": {"doc_id": self.doc_id, "key": self.key, "version": self.version, "run_id": self.run_id,
+                   "code": self.code, "failures": self.failures, "report": self.report, "docs_url": self.docs_url},
+        }

@@ -1,0 +1,70 @@
+"""One DataFrame row per page or per chunk: the numbers the suites put bounds on."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ocr_engine.metrics import cer
+from ocr_engine.schema import count_chars
+from ocr_engine.unlimited.output import distinct_ratio
+
+# A CJK character is a token of its own; other text splits on whitespace.
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]|[^\s\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]+")
+
+
+def text_tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def page_frame(pages: Sequence[dict[str, Any]], distinct_n: int) -> pd.DataFrame:
+    """Columns: page, status, empty (0/1), chars (NaN on empty pages), confidence (NaN
+    where the backend gives none), distinct (distinct-n of the page's tokens), cer (NaN
+    unless the page was audited: OCR'd as well as read from its text layer)."""
+    rows = []
+    for p in pages:
+        text = p.get("markdown") or ""
+        chars = count_chars(text)
+        empty = p.get("status") == "empty" or chars == 0
+        audit = p.get("audit") or {}
+        rows.append({
+            "page": int(p["page"]),
+            "status": p.get("status", "ok"),
+            "empty": int(empty),
+            "chars": math.nan if empty else float(chars),
+            "confidence": math.nan if p.get("confidence") is None else float(p["confidence"]),
+            "distinct": distinct_ratio(text_tokens(text), distinct_n),
+            "cer": float(audit["cer"]) if "cer" in audit else math.nan,
+        })
+    columns = ["page", "status", "empty", "chars", "confidence", "distinct", "cer"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def audit_cer(reference_text: str, ocr_text: str) -> float:
+    return round(cer(ocr_text, reference_text), 4)
+
+
+def chunk_frame(ids: Sequence[str], payloads: Sequence[dict[str, Any]], vectors: np.ndarray) -> pd.DataFrame:
+    """Columns: id, text_chars, tokens, pages (how many), dimension, finite, norm."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2:
+        vectors = vectors.reshape(len(ids), -1)
+    rows = []
+    for i, (pid, payload) in enumerate(zip(ids, payloads)):
+        v = vectors[i]
+        finite = bool(np.isfinite(v).all())
+        rows.append({
+            "id": pid,
+            "text_chars": count_chars(payload.get("text") or ""),
+            "tokens": int(payload.get("tokens") or 0),
+            "pages": len(payload.get("pages") or []),
+            "dimension": int(v.shape[0]),
+            "finite": finite,
+            "norm": float(np.linalg.norm(v)) if finite else math.nan,
+        })
+    columns = ["id", "text_chars", "tokens", "pages", "dimension", "finite", "norm"]
+    return pd.DataFrame(rows, columns=columns)
