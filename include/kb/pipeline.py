@@ -10,18 +10,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
 from kb import ledger as L
 from kb.chunking import chunk_pages
 from kb.embedding import Embedder
-from kb.errors import DocumentError, ExtractionFailed, IncompleteExtraction, ObjectChanged
+from kb.errors import DocumentError, ExtractionFailed, IncompleteExtraction, ObjectChanged, ValidationFailed
 from kb.objectstore import ObjectInfo, ObjectStore
 from kb.ocr_client import OcrRejected
 from kb.planning import SCANNED, classify_pages, split_ranges
-from kb.settings import PipelineSettings
+from kb.settings import PipelineSettings, QualitySettings
 from ocr_engine.documents import open_pdf
 from ocr_engine.errors import DocumentTooLarge, InputError
 
@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 BAD_INPUT = (InputError, DocumentError)
 
-# (pdf bytes, first page, last page) -> one dict per page with at least page, markdown, status
-PageExtractor = Callable[[bytes, int, int], list[dict[str, Any]]]
+# (pdf bytes, first page, last page[, backend=...]) -> one dict per page with at least
+# page, markdown, status. ``backend`` is passed only for the CER audit ("ppocr").
+PageExtractor = Callable[..., list[dict[str, Any]]]
 
 
 @lru_cache(maxsize=1)
@@ -40,12 +41,12 @@ def _engine():
     return OcrEngine()  # one per process: OCR models load once, on the first scanned page
 
 
-def engine_extractor(data: bytes, first: int, last: int) -> list[dict[str, Any]]:
+def engine_extractor(data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
     """The engine's ``auto`` route in process: text layer where usable, else OCR.
 
     The OCR service replaces this call with an HTTP one; the results are the same schema.
     """
-    return [r.as_dict() for r in _engine().parse_pdf(data, first, last, backend="auto")]
+    return [r.as_dict() for r in _engine().parse_pdf(data, first, last, backend=backend)]
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Steps:
 
     store: ObjectStore
     settings: PipelineSettings
+    quality: QualitySettings = field(default_factory=QualitySettings)
 
     @property
     def ledger(self) -> L.Ledger:
@@ -158,11 +160,33 @@ class Steps:
             # Not stored: the task's retries, then later runs, try the range again, and a
             # page never silently turns into an empty one.
             raise ExtractionFailed(f"{len(failed)} page(s) of {rng['key']} failed: {failed[0].get('reason')}")
+        if self.quality.cer_audit:
+            self._audit_one_page(data, pages, extractor)
         self.store.put_json(bucket, rng["result_key"], {
             "doc_id": rng["doc_id"], "sha256": rng["sha256"], "first": rng["first"], "last": rng["last"],
             "seconds": round(time.perf_counter() - started, 3), "pages": pages,
         })
         return rng["result_key"]
+
+    @staticmethod
+    def _audit_one_page(data: bytes, pages: list[dict[str, Any]], extractor: PageExtractor) -> None:
+        """OCR the range's first text-layer page too and keep the CER against its text layer.
+
+        The audit is evidence for the page gate, not part of the result: if OCR fails
+        here the page keeps its text layer and simply has no audit.
+        """
+        from kb.quality.measures import audit_cer
+
+        page = next((p for p in pages if p.get("backend") == "textlayer" and p.get("status") == "ok"), None)
+        if page is None:
+            return
+        try:
+            [ocr] = extractor(data, page["page"], page["page"], backend="ppocr")
+        except Exception as exc:  # noqa: BLE001 - an audit must never fail the range
+            log.warning("CER audit of page %s skipped: %s", page["page"], exc)
+            return
+        if ocr.get("status") in ("ok", "empty"):
+            page["audit"] = {"backend": ocr.get("backend", "ppocr"), "cer": audit_cer(page["markdown"], ocr["markdown"])}
 
     # --- 4. validate, chunk, embed, upsert (one mapped task per document) --------------
 
@@ -179,16 +203,39 @@ class Steps:
             raise IncompleteExtraction(f"{len(missing)} page range(s) have no result: {missing[:3]}")
         return pages
 
-    @staticmethod
-    def check_coverage(document: dict[str, Any], pages: list[dict[str, Any]]) -> None:
-        """Every planned page exactly once: the one gate that must hold before any upsert."""
-        numbers = [p["page"] for p in pages]
-        expected = list(range(1, document["page_count"] + 1))
-        if sorted(numbers) != expected:
-            seen = set(numbers)
-            missing = [n for n in expected if n not in seen]
-            repeated = sorted({n for n in numbers if numbers.count(n) > 1})
-            raise IncompleteExtraction(f"pages missing {missing[:10]}, repeated {repeated[:10]}")
+    def _gate(self, document: dict[str, Any], suite: str, frame, expectations: list) -> dict[str, Any]:
+        from kb.quality.gate import validate
+
+        docs_dir = self.quality.data_docs_dir or self.settings.state_dir / "data_docs"
+        report = validate(frame, suite, expectations, f"{_safe(document['key'])}@{document['sha256'][:12]}", docs_dir)
+        gate = report.as_dict()
+        for failure, f in zip(gate["failures"], report.failures):
+            failure["line"] = f.line()
+        return gate
+
+    def check_pages(self, document: dict[str, Any], pages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The pages gate: raises ValidationFailed with the report when the pages fail it."""
+        from kb.quality.measures import page_frame
+        from kb.quality.suites import pages_suite
+
+        frame = page_frame(pages, self.quality.distinct_n)
+        gate = self._gate(document, "pages", frame, pages_suite(self.quality, document["page_count"], frame))
+        if not gate["success"]:
+            raise ValidationFailed(f"{len(gate['failures'])} page expectation(s) failed: "
+                                   f"{'; '.join(f['line'] for f in gate['failures'])}", {"gates": [gate]})
+        return gate
+
+    def check_chunks(self, p: "_Prepared", dimension: int, max_tokens: int) -> dict[str, Any]:
+        """The chunks gate, against the dimension of the collection the chunks go into."""
+        from kb.quality.measures import chunk_frame
+        from kb.quality.suites import chunks_suite
+
+        frame = chunk_frame(p.ids, p.payloads, p.vectors)
+        gate = self._gate(p.document, "chunks", frame, chunks_suite(self.quality, dimension, max_tokens))
+        if not gate["success"]:
+            raise ValidationFailed(f"{len(gate['failures'])} chunk expectation(s) failed: "
+                                   f"{'; '.join(f['line'] for f in gate['failures'])}", {"gates": [gate]})
+        return gate
 
     def prepare(self, document: dict[str, Any], embedder: Embedder) -> _Prepared:
         """Pages checked, chunked and embedded: everything but the writes."""
@@ -196,7 +243,7 @@ class Steps:
 
         started = time.perf_counter()
         pages = self.load_pages(document)
-        self.check_coverage(document, pages)
+        self.check_pages(document, pages)
         pages.sort(key=lambda p: p["page"])
         chunks = chunk_pages(
             [(p["page"], p["markdown"]) for p in pages],
@@ -237,6 +284,8 @@ class Steps:
                 continue
             try:
                 prepared.append((entry, self.prepare(document, embedder)))
+            except ValidationFailed as exc:
+                results.append(self.quarantine_invalid(document, exc, run_id))
             except Exception as exc:  # recorded per document; the run's report fails the run
                 if not isinstance(exc, IncompleteExtraction):
                     log.exception("preparing %s failed", document["key"])
@@ -244,11 +293,17 @@ class Steps:
         if not prepared:
             return results
         with VectorStore.open(self.settings) as vs:
-            vs.ensure_collection(embedder.dimension)
+            dimension = vs.dimension() or embedder.dimension
             for entry, p in prepared:
                 started = time.perf_counter()
                 document, obj = p.document, _object_of(p.document)
                 try:
+                    self.check_chunks(p, dimension, embedder.max_tokens)
+                except ValidationFailed as exc:
+                    results.append(self.quarantine_invalid(document, exc, run_id))
+                    continue
+                try:
+                    vs.ensure_collection(embedder.dimension)
                     vs.upsert(p.ids, p.vectors, p.payloads)
                     # Only after the new version is in: the old one's points go, none left behind.
                     vs.delete_other_versions(document["doc_id"], document["sha256"])
@@ -313,22 +368,75 @@ class Steps:
         log.info("run summary: %s", {k: v for k, v in summary.items() if k != "quarantine"})
         return summary
 
+    # --- alerts -------------------------------------------------------------------
+
+    def pending_alerts(self, results: list[dict[str, Any]], channels: list[str]) -> list[dict[str, Any]]:
+        """One alert per quarantined document version, for each channel not yet sent.
+
+        Markers under ``alerts/`` make the sending idempotent: a retried alert task, or a
+        later run that quarantines the same version again, sends nothing twice.
+        """
+        from kb.quality.alerts import Alert
+
+        bucket, out, seen = self.settings.artifacts_bucket, [], set()
+        for r in results:
+            if not r or r.get("status") != L.QUARANTINED or not r.get("record") or r["record"] in seen:
+                continue
+            seen.add(r["record"])
+            record = self.store.get_json(bucket, r["record"])
+            if record is None:
+                log.warning("quarantine record %s is missing; no alert for %s", r["record"], r.get("key"))
+                continue
+            marker = r["record"].replace("quarantine/", "alerts/", 1).removesuffix(".json")
+            todo = [c for c in channels if not self.store.exists(bucket, f"{marker}/{c}.json")]
+            if todo:
+                out.append({"alert": Alert.from_record(record, bucket), "marker": marker, "channels": todo})
+        return out
+
+    def mark_alerted(self, marker: str, channel: str, run_id: str) -> None:
+        self.store.put_json(self.settings.artifacts_bucket, f"{marker}/{channel}.json", {"run_id": run_id, "at": L.now_iso()})
+
     # --- ledger and quarantine -----------------------------------------------------
 
-    def quarantine(self, obj: ObjectInfo, exc: Exception, run_id: str, sha256: str | None = None) -> dict[str, Any]:
+    def quarantine(self, obj: ObjectInfo, exc: Exception, run_id: str, sha256: str | None = None,
+                   validation: dict[str, Any] | None = None) -> dict[str, Any]:
         doc_id = L.doc_id_for(obj.bucket, obj.key)
+        where = f"{self.quarantine_prefix(obj)}.json"
         record = {
             "code": getattr(exc, "code", type(exc).__name__), "message": str(exc), "doc_id": doc_id,
             "bucket": obj.bucket, "key": obj.key, "version_id": obj.version_id, "etag": obj.etag,
-            "size": obj.size, "sha256": sha256, "run_id": run_id, "at": L.now_iso(),
+            "size": obj.size, "sha256": sha256, "run_id": run_id, "at": L.now_iso(), "record": where,
         }
-        where = f"quarantine/{doc_id}/{obj.version_id or obj.etag}.json"
+        if validation is not None:
+            record["validation"] = validation
         self.store.put_json(self.settings.artifacts_bucket, where, record)
         self._record(self.ledger.get(doc_id), obj, status=L.QUARANTINED, sha256=sha256, run_id=run_id,
                      error={"code": record["code"], "message": record["message"], "record": where})
         log.warning("quarantined %s (%s): %s", obj.key, record["code"], record["message"])
         return {"doc_id": doc_id, "key": obj.key, "status": L.QUARANTINED, "code": record["code"],
                 "message": record["message"], "record": where}
+
+    @staticmethod
+    def quarantine_prefix(obj: ObjectInfo) -> str:
+        return f"quarantine/{L.doc_id_for(obj.bucket, obj.key)}/{obj.version_id or obj.etag}"
+
+    def quarantine_invalid(self, document: dict[str, Any], exc: ValidationFailed, run_id: str) -> dict[str, Any]:
+        """A version that failed a gate: its page results and GX's full validation results
+        go under its quarantine prefix; Qdrant and the ledger's indexed version stay as they were."""
+        obj, bucket = _object_of(document), self.settings.artifacts_bucket
+        prefix = self.quarantine_prefix(obj)
+        gates = []
+        for gate in exc.report["gates"]:
+            result_key = f"{prefix}/validation-{gate['suite']}.json"
+            self.store.put_json(bucket, result_key, gate.pop("result"))
+            gates.append({**gate, "result": result_key})
+        for key in document["ranges"]:
+            pages = self.store.get_json(bucket, key)
+            if pages is not None:
+                self.store.put_json(bucket, f"{prefix}/pages/{key.rsplit('/', 1)[-1]}", pages)
+        docs_url = next((g["docs_url"] for g in gates if g.get("docs_url")), None)
+        return self.quarantine(obj, exc, run_id, document["sha256"],
+                               validation={"gates": gates, "docs_url": docs_url, "artifacts": f"{prefix}/pages/"})
 
     def _fail(self, obj: ObjectInfo, entry: L.LedgerEntry | None, exc: Exception, run_id: str,
               sha256: str | None) -> dict[str, Any]:

@@ -86,11 +86,16 @@ class VectorStore:
             finally:
                 client.close()
 
+    def dimension(self) -> int | None:
+        """The dense vectors' size in the collection; None when there is no collection yet."""
+        if not self.client.collection_exists(self.collection):
+            return None
+        vectors = self.client.get_collection(self.collection).config.params.vectors
+        return vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+
     def ensure_collection(self, dimension: int) -> None:
         if self.client.collection_exists(self.collection):
-            info = self.client.get_collection(self.collection)
-            vectors = info.config.params.vectors
-            size = vectors[DENSE].size if isinstance(vectors, dict) else None
+            size = self.dimension()
             if size != dimension:
                 raise ValueError(
                     f"collection {self.collection!r} holds {size}-d vectors, the embedder makes {dimension}-d; "
