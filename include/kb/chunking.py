@@ -49,6 +49,29 @@ class _Open:
         return sum(u.tokens for u in self.units)
 
 
+def _clip(text: str, count: CountTokens, limit: int) -> str:
+    """The longest prefix of ``text`` (plus "…") within ``limit`` tokens."""
+    if count(text) <= limit:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:  # binary search on characters: counting is the expensive part
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid] + "…") <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo].rstrip() + "…"
+
+
+def _char_windows(word: str, count: CountTokens, limit: int) -> list[str]:
+    out = []
+    while word:
+        piece = _clip(word, count, limit).removesuffix("…") or word[:1]
+        out.append(piece)
+        word = word[len(piece):]
+    return out
+
+
 def _split_long(text: str, count: CountTokens, limit: int) -> list[str]:
     """Sentences first; a sentence still over the limit is cut into equal windows."""
     pieces: list[str] = []
@@ -60,6 +83,8 @@ def _split_long(text: str, count: CountTokens, limit: int) -> list[str]:
             continue
         words = sentence.split(" ") if " " in sentence else list(sentence)
         sep = " " if " " in sentence else ""
+        # a "word" can itself be over the limit (a long path, CJK text between two spaces)
+        words = [piece for w in words for piece in (_char_windows(w, count, limit) if count(w) > limit else [w])]
         window: list[str] = []
         for w in words:
             if window and count(sep.join(window + [w])) > limit:
@@ -90,7 +115,10 @@ def chunk_pages(
     current = _Open()
 
     def section_label() -> str | None:
-        return " / ".join(x for x in (title, section) if x) or None
+        # A heading the text layer got wrong can be a whole paragraph: the label is
+        # clipped so that it never takes more than a quarter of a chunk.
+        label = " / ".join(x for x in (title, section) if x) or None
+        return _clip(label, count_tokens, max_tokens // 4) if label else None
 
     def close(carry_overlap: bool) -> None:
         nonlocal current

@@ -46,3 +46,22 @@ def test_chunks_are_deterministic():
     a = chunk_pages(pages, words, max_tokens=40)
     b = chunk_pages(pages, words, max_tokens=40)
     assert [(c.text, c.pages) for c in a] == [(c.text, c.pages) for c in b]
+
+
+def chars(text: str) -> int:
+    return len(text)
+
+
+def test_a_paragraph_long_heading_is_clipped_so_chunks_stay_within_the_limit():
+    # seen in the Debian Reference: the text layer marks a whole paragraph as a heading
+    heading = "## " + "Secure password on the Internet and more words " * 10
+    chunks = chunk_pages([(1, heading + "\n\nShort body text.")], words, max_tokens=40)
+    assert chunks and all(c.tokens <= 40 for c in chunks)
+    assert chunks[0].section.endswith("…") and words(chunks[0].section) <= 10
+
+
+def test_a_word_longer_than_the_limit_is_cut_and_nothing_is_lost():
+    cjk = "档案扫描分辨率不低于三百点每英寸" * 8  # 128 characters between two spaces
+    chunks = chunk_pages([(1, f"before {cjk} after")], chars, max_tokens=40, overlap_sentences=0)
+    assert all(c.tokens <= 40 for c in chunks)
+    assert "".join(c.text.replace(" ", "") for c in chunks) == f"before{cjk}after"
