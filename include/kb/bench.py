@@ -29,13 +29,15 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
     from kb.chunking import chunk_pages
     from kb.embedding import Embedder
     from kb.settings import PipelineSettings
+    from kb.sparse import SparseEncoder
     from kb.vectorstore import VectorStore, point_id
     from ocr_engine.backends.textlayer import extract_range
 
     settings = PipelineSettings(collection=collection)
     embedder = Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)
+    encoder = SparseEncoder(settings.sparse_tokenizer)
     pages = 0
-    ids, payloads, vectors = [], [], []
+    ids, payloads, vectors, sparse = [], [], [], []
     for path in sorted(folder.glob("*.pdf")):
         doc = pymupdf.open(path)
         results = extract_range(doc, 1, doc.page_count)
@@ -43,14 +45,16 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
         pieces = chunk_pages([(r.page, r.markdown) for r in results], embedder.count_tokens,
                              max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens - 8),
                              overlap_sentences=settings.chunk_overlap_sentences)
-        vectors.append(embedder.embed([c.embedding_text() for c in pieces]))
+        texts = [c.embedding_text() for c in pieces]
+        vectors.append(embedder.embed(texts))
+        sparse.extend(encoder.encode_document(t) for t in texts)
         ids.extend(point_id(path.name, "direct", c.index) for c in pieces)
         payloads.extend({"doc_id": path.name, "key": path.name, "pages": c.pages, "text": c.text} for c in pieces)
         pages += len(results)
     # One opening of the store, as the DAG's index task does: the direct path at its best.
     with VectorStore.open(settings) as vs:
         vs.ensure_collection(embedder.dimension)
-        vs.upsert(ids, np.concatenate(vectors), payloads)
+        vs.upsert(ids, np.concatenate(vectors), sparse, payloads)
     chunks = len(ids)
     return {"pages": pages, "chunks": chunks}
 

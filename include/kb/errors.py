@@ -68,6 +68,18 @@ class ValidationFailed(DocumentError):
         self.report = report  # kb.quality.gate.GateReport.as_dict()
 
 
+class IndexMismatch(KbError):
+    """The collection was made for other vectors (another dimension, no sparse vector)."""
+
+    code = "index_mismatch"
+
+
+class EvalSetError(KbError):
+    """A question set that cannot be used: the message names the file and line."""
+
+    code = "bad_eval_set"
+
+
 class BadParams(KbError):
     """A run's params cannot be used (an unknown or out-of-range threshold): fail fast, no retry."""
 

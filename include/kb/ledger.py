@@ -51,6 +51,8 @@ class LedgerEntry:
     indexed_version_id: str | None = None
     indexed_chunks: int | None = None
     embedder: str | None = None
+    # the embedder and the sparse scheme the indexed version was made with
+    index_signature: str | None = None
     collection: str | None = None
     run_id: str | None = None
     updated_at: str = field(default_factory=now_iso)
@@ -108,8 +110,11 @@ class Work:
 
 
 def pending_work(
-    bucket: str, objects: Iterable[ObjectInfo], entries: dict[str, LedgerEntry], max_attempts: int
+    bucket: str, objects: Iterable[ObjectInfo], entries: dict[str, LedgerEntry], max_attempts: int,
+    index_signature: str | None = None,
 ) -> Work:
+    """``index_signature`` names the current embedder and sparse scheme: an indexed document
+    made with other ones is changed work (a new embedder is a configuration change)."""
     work = Work()
     seen = set()
     for obj in objects:
@@ -122,6 +127,8 @@ def pending_work(
             work.changed.append(obj)
         elif entry.status == FAILED and entry.attempts < max_attempts:
             work.retry.append(obj)
+        elif entry.status == INDEXED and index_signature and entry.index_signature != index_signature:
+            work.changed.append(obj)
         else:
             # indexed, quarantined, or failed too often: only a new version reopens it
             work.unchanged.append(obj)

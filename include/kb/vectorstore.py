@@ -1,4 +1,8 @@
-"""The Qdrant side: one collection of chunks with a named dense vector.
+"""The Qdrant side: one collection of chunks, each with a named dense vector and a named
+sparse lexical vector (BM25-style weights, IDF applied by Qdrant).
+
+Search modes: ``dense``, ``sparse`` and ``hybrid`` (both as prefetches, fused by Qdrant's
+reciprocal rank fusion in one query_points call).
 
 Local mode keeps the whole store in one folder that only one process may open at a
 time, so every access goes through an exclusive file lock held only as long as the
@@ -18,10 +22,13 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from qdrant_client import QdrantClient, models
 
-from kb.errors import StoreBusy
+from kb.errors import IndexMismatch, StoreBusy
 from kb.settings import PipelineSettings
+from kb.sparse import SparseVector
 
 DENSE = "dense"
+SPARSE = "sparse"
+MODES = ("hybrid", "dense", "sparse")
 # Point ids are UUIDv5 in this namespace: the same chunk of the same content always
 # gets the same id, so a rerun overwrites instead of duplicating.
 POINT_NAMESPACE = uuid.UUID("6f1c2e3a-8b0d-5c4e-9a7f-1d2b3c4e5f60")
@@ -97,30 +104,38 @@ class VectorStore:
         if self.client.collection_exists(self.collection):
             size = self.dimension()
             if size != dimension:
-                raise ValueError(
+                raise IndexMismatch(
                     f"collection {self.collection!r} holds {size}-d vectors, the embedder makes {dimension}-d; "
                     "use another collection name (KB_COLLECTION) or re-index"
+                )
+            sparse = self.client.get_collection(self.collection).config.params.sparse_vectors or {}
+            if SPARSE not in sparse:
+                raise IndexMismatch(
+                    f"collection {self.collection!r} has no {SPARSE!r} vector (made before hybrid search); "
+                    "use another collection name (KB_COLLECTION) or delete it and re-index with force"
                 )
             return
         self.client.create_collection(
             self.collection,
             vectors_config={DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)},
+            # Qdrant keeps the document frequencies and applies IDF at query time
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
         )
         for field in ("doc_id", "key", "sha256"):
             self.client.create_payload_index(self.collection, field, models.PayloadSchemaType.KEYWORD)
 
-    def upsert(self, ids: Sequence[str], vectors: np.ndarray, payloads: Sequence[dict[str, Any]], batch: int = 256) -> None:
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, sparse: Sequence[SparseVector],
+               payloads: Sequence[dict[str, Any]], batch: int = 256) -> None:
         for start in range(0, len(ids), batch):
-            end = start + batch
-            self.client.upsert(
-                self.collection,
-                points=models.Batch(
-                    ids=list(ids[start:end]),
-                    vectors={DENSE: vectors[start:end].tolist()},
-                    payloads=list(payloads[start:end]),
-                ),
-                wait=True,
-            )
+            points = [
+                models.PointStruct(id=pid, payload=payload, vector={
+                    DENSE: dense.tolist(),
+                    SPARSE: models.SparseVector(indices=list(sv.indices), values=list(sv.values)),
+                })
+                for pid, dense, sv, payload in zip(ids[start:start + batch], vectors[start:start + batch],
+                                                   sparse[start:start + batch], payloads[start:start + batch])
+            ]
+            self.client.upsert(self.collection, points=points, wait=True)
 
     def delete_other_versions(self, doc_id: str, keep_sha256: str | None) -> None:
         """Remove the document's points of every content version but ``keep_sha256``."""
@@ -140,8 +155,8 @@ class VectorStore:
             flt = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))])
         return self.client.count(self.collection, count_filter=flt, exact=True).count
 
-    def points(self, doc_id: str | None = None) -> list[models.Record]:
-        """Every point (payload, no vectors) of one document or of the collection."""
+    def points(self, doc_id: str | None = None, with_vectors: bool = False) -> list[models.Record]:
+        """Every point (payload; vectors if asked) of one document or of the collection."""
         if not self.client.collection_exists(self.collection):
             return []
         flt = None
@@ -149,17 +164,41 @@ class VectorStore:
             flt = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))])
         out, offset = [], None
         while True:
-            records, offset = self.client.scroll(self.collection, scroll_filter=flt, limit=256, offset=offset)
+            records, offset = self.client.scroll(self.collection, scroll_filter=flt, limit=256, offset=offset,
+                                                 with_vectors=with_vectors)
             out.extend(records)
             if offset is None:
                 return out
 
-    def search(self, vector: np.ndarray, top_k: int = 5) -> list[Hit]:
+    def search(self, dense: np.ndarray | None, sparse: SparseVector | None, top_k: int = 5,
+               mode: str = "hybrid", candidates: int | None = None, dense_weight: float = 1.0) -> list[Hit]:
+        """Top ``top_k`` chunks. ``hybrid`` prefetches ``candidates`` (default 4 x top_k, at
+        least 20) by each vector and lets Qdrant fuse the two lists by reciprocal rank,
+        the dense list's ranks weighted by ``dense_weight`` (the sparse list's by 1)."""
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; choose one of {MODES}")
         if not self.client.collection_exists(self.collection):
             return []
-        result = self.client.query_points(
-            self.collection, query=vector.tolist(), using=DENSE, limit=top_k, with_payload=True
-        )
+        sparse_query = models.SparseVector(indices=list(sparse.indices), values=list(sparse.values)) if sparse else None
+        if mode == "dense":
+            result = self.client.query_points(self.collection, query=dense.tolist(), using=DENSE, limit=top_k,
+                                              with_payload=True)
+        elif mode == "sparse":
+            if not sparse_query or not sparse_query.indices:
+                return []
+            result = self.client.query_points(self.collection, query=sparse_query, using=SPARSE, limit=top_k,
+                                              with_payload=True)
+        else:
+            n = candidates or max(20, 4 * top_k)
+            prefetch = [models.Prefetch(query=dense.tolist(), using=DENSE, limit=n)]
+            weights = [dense_weight]
+            if sparse_query and sparse_query.indices:
+                prefetch.append(models.Prefetch(query=sparse_query, using=SPARSE, limit=n))
+                weights.append(1.0)
+            fusion = (models.FusionQuery(fusion=models.Fusion.RRF) if dense_weight == 1.0 else
+                      models.RrfQuery(rrf=models.Rrf(weights=weights)))
+            result = self.client.query_points(self.collection, prefetch=prefetch, query=fusion, limit=top_k,
+                                              with_payload=True)
         return [
             Hit(
                 score=float(p.score),
