@@ -123,7 +123,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if not args.wait:
         print(f"{len(files)} file(s) uploaded; the scheduled {DAG_ID} run picks them up (or use --wait)")
         return 0
-    result = run_dag_and_wait(s, {"prefix": args.prefix, "force": False}, args.timeout)
+    result = run_dag_and_wait(s, {"prefix": args.prefix, "force": args.force}, args.timeout)
     summary = result["summary"] or {}
     if summary:
         print(
@@ -141,27 +141,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 # --- search ----------------------------------------------------------------------------
 
 
-def search(query: str, top_k: int = 5) -> list[dict[str, Any]]:
-    from kb.embedding import Embedder
+def search(query: str, top_k: int = 5, mode: str | None = None) -> list[dict[str, Any]]:
+    from kb.retrieval import Retriever
     from kb.settings import PipelineSettings
-    from kb.vectorstore import VectorStore
 
-    p = PipelineSettings()
-    vector = Embedder(p.embed_model_dir).embed([query])[0]
-    with VectorStore.open(p) as vs:
-        hits = vs.search(vector, top_k)
-    return [{"score": round(h.score, 4), "key": h.key, "pages": h.pages, "text": h.text,
-             "section": h.payload.get("section"), "version_id": h.payload.get("version_id")} for h in hits]
-
-
-def _snippet(text: str, width: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return Retriever(PipelineSettings()).search(query, top_k, mode)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     _client_env()
-    hits = search(args.query, args.top_k)
+    hits = search(args.query, args.top_k, args.mode)
     if args.json:
         print(json.dumps(hits, ensure_ascii=False, indent=2))
         return 0
@@ -170,7 +159,21 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     for i, h in enumerate(hits, 1):
         pages = ",".join(map(str, h["pages"]))
-        print(f"{i}. {h['score']:.3f}  {h['key']}  p.{pages}\n   {_snippet(h['text'])}")
+        print(f"{i}. {h['score']:.3f}  {h['key']}  p.{pages}\n   {h['snippet']}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from kb.evaluation import evaluate, format_report, load_questions
+    from kb.retrieval import Retriever
+    from kb.settings import PipelineSettings
+
+    _client_env()
+    questions = load_questions(Path(args.questions))
+    settings = PipelineSettings()
+    modes = ("dense", "sparse", "hybrid") if args.mode == "all" else (args.mode or settings.search_mode,)
+    report = evaluate(Retriever(settings), questions, top_k=args.top_k, modes=modes)
+    print(json.dumps(report, ensure_ascii=False, indent=2) if args.json else format_report(report))
     return 0
 
 
@@ -179,7 +182,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from kb.samples import DEMO_QUESTIONS
 
     samples = Path(__file__).resolve().parents[1] / "samples"
-    rc = cmd_ingest(argparse.Namespace(paths=[str(samples)], prefix="", wait=True, timeout=args.timeout))
+    rc = cmd_ingest(argparse.Namespace(paths=[str(samples)], prefix="", wait=True, force=False, timeout=args.timeout))
     if rc != 0:
         return rc
     right = 0
@@ -192,7 +195,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         h = hit[0]
         ok = h["key"] == key and page in h["pages"]
         right += ok
-        print(f"A: {_snippet(h['text'], 240)}\n   source: {h['key']}, page {','.join(map(str, h['pages']))}"
+        print(f"A: {h['snippet']}\n   source: {h['key']}, page {','.join(map(str, h['pages']))}"
               f"  [{'expected page' if ok else 'expected ' + key + ' p.' + str(page)}]")
     print(f"\n{right}/{len(DEMO_QUESTIONS)} answers cite the expected page")
     return 0 if right == len(DEMO_QUESTIONS) else 1
@@ -244,14 +247,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", help="files or folders")
     p.add_argument("--prefix", default="", help="key prefix in the inbox bucket")
     p.add_argument("--wait", action="store_true", help="trigger kb_ingest and follow it to the end")
+    p.add_argument("--force", action="store_true",
+                   help="with --wait: re-plan and re-index everything under the prefix, quarantined versions included")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the run")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("search", help="search the knowledge base")
     p.add_argument("query")
     p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--mode", choices=("hybrid", "dense", "sparse"), default=None,
+                   help="default KB_SEARCH_MODE (hybrid)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("eval", help="recall@k and MRR of a question set against the index",
+                       description='QA.jsonl holds one {"doc", "page", "question", "answer_substring"} per line; '
+                                   "a question is found when a hit among the top k comes from doc and covers page.")
+    p.add_argument("questions", help="a QA.jsonl file")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--mode", choices=("hybrid", "dense", "sparse", "all"), default=None,
+                   help="'all' prints dense, sparse and hybrid side by side (default KB_SEARCH_MODE)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("demo", help="ingest the sample documents and answer sample questions")
     p.add_argument("--timeout", type=float, default=900.0)
@@ -269,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # progress of long runs must show up when stdout is a file or a pipe too
+    sys.stdout.reconfigure(line_buffering=True)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings repeat what we report
     args = build_parser().parse_args(argv)

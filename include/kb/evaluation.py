@@ -1,0 +1,114 @@
+"""``kb eval``: recall@k and MRR of a question set, by language, per search mode.
+
+A question is one JSON line ``{"doc", "page", "question", "answer_substring"}``: ``doc`` is
+the document's key in the inbox bucket, ``page`` the 1-based page whose text holds
+``answer_substring`` verbatim. It is found at rank r when the r-th hit comes from ``doc``
+and covers ``page``. Groups: ``en`` (English question, English document), ``zh`` (Chinese
+and Chinese), ``cross`` (the question's language differs from the document's, which is
+the language of its answer).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kb.errors import EvalSetError
+from kb.retrieval import Retriever, language
+
+GROUPS = ("en", "zh", "cross")
+FIELDS = {"doc": str, "page": int, "question": str, "answer_substring": str}
+
+
+@dataclass(frozen=True)
+class Question:
+    doc: str
+    page: int
+    question: str
+    answer_substring: str
+
+    @property
+    def group(self) -> str:
+        q, d = language(self.question), language(self.answer_substring)
+        return q if q == d else "cross"
+
+
+def load_questions(path: Path) -> list[Question]:
+    if not path.is_file():
+        raise EvalSetError(f"{path}: no such file")
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise EvalSetError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise EvalSetError(f"{path}:{n}: expected an object")
+        for name, kind in FIELDS.items():
+            if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
+                raise EvalSetError(f"{path}:{n}: field {name!r} must be a {kind.__name__}")
+        if data["page"] < 1 or not data["question"].strip() or not data["answer_substring"].strip():
+            raise EvalSetError(f"{path}:{n}: page must be >= 1 and question and answer_substring non-empty")
+        out.append(Question(**{k: data[k] for k in FIELDS}))
+    if not out:
+        raise EvalSetError(f"{path}: no questions")
+    return out
+
+
+def rank_of(q: Question, hits: list[dict[str, Any]]) -> int | None:
+    for rank, h in enumerate(hits, 1):
+        if h["key"] == q.doc and q.page in h["pages"]:
+            return rank
+    return None
+
+
+def evaluate(retriever: Retriever, questions: list[Question], top_k: int = 5,
+             modes: tuple[str, ...] = ("hybrid",)) -> dict[str, Any]:
+    results = retriever.search_many([q.question for q in questions], top_k, modes)
+    report: dict[str, Any] = {"top_k": top_k, "questions": len(questions), "modes": {}}
+    for mode in modes:
+        ranks = [rank_of(q, hits) for q, hits in zip(questions, results[mode])]
+        groups = {}
+        for group in GROUPS + ("all",):
+            idx = [i for i, q in enumerate(questions) if group == "all" or q.group == group]
+            if not idx:
+                continue
+            found = [ranks[i] for i in idx if ranks[i] is not None]
+            groups[group] = {
+                "n": len(idx),
+                f"recall@{top_k}": round(len(found) / len(idx), 4),
+                "mrr": round(sum(1 / r for r in found) / len(idx), 4),
+            }
+        misses = [
+            {**asdict(q), "group": q.group, "top": [{"key": h["key"], "pages": h["pages"]} for h in hits[:3]]}
+            for q, hits, r in zip(questions, results[mode], ranks) if r is None
+        ]
+        report["modes"][mode] = {"groups": groups, "misses": misses}
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    k = report["top_k"]
+    modes = list(report["modes"])
+    groups = [g for g in GROUPS + ("all",) if any(g in report["modes"][m]["groups"] for m in modes)]
+    header = f"{'group':8} {'n':>4} " + " ".join(f"{m + ' R@' + str(k):>12} {m + ' MRR':>11}" for m in modes)
+    lines = [header, "-" * len(header)]
+    for g in groups:
+        n = next(report["modes"][m]["groups"][g]["n"] for m in modes if g in report["modes"][m]["groups"])
+        cells = []
+        for m in modes:
+            row = report["modes"][m]["groups"].get(g)
+            cells.append(f"{row[f'recall@{k}']:>12.3f} {row['mrr']:>11.3f}" if row else f"{'-':>12} {'-':>11}")
+        lines.append(f"{g:8} {n:>4} " + " ".join(cells))
+    last = modes[-1]
+    misses = report["modes"][last]["misses"]
+    lines.append("")
+    lines.append(f"misses ({last}, top {k}): {len(misses)}")
+    for m in misses:
+        top = ", ".join(f"{h['key']} p.{','.join(map(str, h['pages']))}" for h in m["top"]) or "(no hits)"
+        lines.append(f"  [{m['group']}] {m['question']}  (want {m['doc']} p.{m['page']}; got {top})")
+    return "\n".join(lines)
