@@ -55,13 +55,10 @@ def _page(n: int, text: str, status: str = "ok") -> dict:
 
 
 def _search_top_key(query: str) -> str:
-    from kb.embedding import Embedder
+    from kb.retrieval import Retriever
     from kb.settings import PipelineSettings
-    from kb.vectorstore import VectorStore
 
-    vector = Embedder().embed([query])[0]
-    with VectorStore.open(PipelineSettings()) as vs:
-        return vs.search(vector, top_k=1)[0].key
+    return Retriever(PipelineSettings()).search(query, top_k=1)[0]["key"]
 
 
 def test_bad_versions_are_quarantined_alerted_once_and_the_old_version_stays_searchable(
