@@ -95,7 +95,8 @@ def kb_ingest():
 
     @task
     def plan(sensed: dict, run_id=None) -> dict:
-        return _steps().plan(sensed["todo"], run_id, force=sensed.get("force", False))
+        return _steps().plan(sensed["todo"], run_id, force=sensed.get("force", False),
+                             signature=sensed.get("index_signature"))
 
     # Airflow maps only over a task's whole return value, so the plan's two lists are
     # picked out by a trivial task each.

@@ -72,7 +72,8 @@ class Steps:
         entries = self.ledger.all()
         if prefix:
             entries = {k: e for k, e in entries.items() if e.key.startswith(prefix)}
-        work = L.pending_work(s.inbox_bucket, objects, entries, s.max_attempts, index_signature(s))
+        signature = index_signature(s)
+        work = L.pending_work(s.inbox_bucket, objects, entries, s.max_attempts, signature)
         if force:
             work.changed, work.unchanged = work.changed + work.unchanged, []
         log.info(
@@ -84,12 +85,16 @@ class Steps:
             "unchanged": len(work.unchanged),
             "deleted": [e.doc_id for e in work.deleted],
             "force": force,
+            # computed once here (hashing the embedder's weights costs ~0.6 s) and carried on
+            "index_signature": signature,
         }
 
     # --- 2. plan ---------------------------------------------------------------------
 
-    def plan(self, todo: list[dict[str, Any]], run_id: str, force: bool = False) -> dict[str, Any]:
+    def plan(self, todo: list[dict[str, Any]], run_id: str, force: bool = False,
+             signature: str | None = None) -> dict[str, Any]:
         """``force`` re-indexes content that is indexed already (extraction is still reused)."""
+        signature = signature or index_signature(self.settings)
         documents, ranges, quarantined, skipped = [], [], [], []
         for item in todo:
             obj = ObjectInfo(**item)
@@ -102,7 +107,7 @@ class Steps:
                 data = self.store.get_bytes(obj.bucket, obj.key, obj.version_id)
                 sha = hashlib.sha256(data).hexdigest()
                 if (not force and entry and entry.status == L.INDEXED and entry.indexed_sha256 == sha
-                        and entry.index_signature == index_signature(self.settings)):
+                        and entry.index_signature == signature):
                     # Same bytes under a new ETag/version (a re-upload): nothing to redo.
                     self._record(entry, obj, status=L.INDEXED, sha256=sha, run_id=run_id)
                     skipped.append({"doc_id": doc_id, "key": obj.key, "reason": "same_content"})
@@ -124,6 +129,7 @@ class Steps:
                 "page_count": len(kinds),
                 "scanned_pages": [i + 1 for i, k in enumerate(kinds) if k == SCANNED],
                 "ranges": [self.range_key(doc_id, sha, a, b) for a, b in spans],
+                "index_signature": signature,
             }
             documents.append(document)
             for (first, last), key in zip(spans, document["ranges"]):
@@ -322,7 +328,7 @@ class Steps:
                     entry, obj, status=L.INDEXED, sha256=document["sha256"], run_id=run_id,
                     pages=document["page_count"], chunks=len(p.ids), indexed_sha256=document["sha256"],
                     indexed_version_id=obj.version_id, indexed_chunks=len(p.ids), embedder=embedder.model_id,
-                    index_signature=index_signature(self.settings),
+                    index_signature=document.get("index_signature") or index_signature(self.settings),
                     collection=self.settings.collection, attempts=0, error=None,
                 )
                 results.append({
