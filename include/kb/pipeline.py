@@ -129,7 +129,6 @@ class Steps:
                 "page_count": len(kinds),
                 "scanned_pages": [i + 1 for i, k in enumerate(kinds) if k == SCANNED],
                 "ranges": [self.range_key(doc_id, sha, a, b) for a, b in spans],
-                "index_signature": signature,
             }
             documents.append(document)
             for (first, last), key in zip(spans, document["ranges"]):
@@ -214,6 +213,7 @@ class Steps:
         return pages
 
     def _gate(self, document: dict[str, Any], suite: str, frame, expectations: list) -> dict[str, Any]:
+        """Validate ``frame``; raises ValidationFailed with the gate's report when it fails."""
         from kb.quality.gate import validate
 
         docs_dir = self.quality.data_docs_dir or self.settings.state_dir / "data_docs"
@@ -221,19 +221,18 @@ class Steps:
         gate = report.as_dict()
         for failure, f in zip(gate["failures"], report.failures):
             failure["line"] = f.line()
+        if not report.success:
+            raise ValidationFailed(f"{len(report.failures)} {suite} expectation(s) failed: "
+                                   f"{'; '.join(f.line() for f in report.failures)}", {"gates": [gate]})
         return gate
 
     def check_pages(self, document: dict[str, Any], pages: list[dict[str, Any]]) -> dict[str, Any]:
-        """The pages gate: raises ValidationFailed with the report when the pages fail it."""
+        """The pages gate, before chunking."""
         from kb.quality.measures import page_frame
         from kb.quality.suites import pages_suite
 
         frame = page_frame(pages, self.quality.distinct_n)
-        gate = self._gate(document, "pages", frame, pages_suite(self.quality, document["page_count"], frame))
-        if not gate["success"]:
-            raise ValidationFailed(f"{len(gate['failures'])} page expectation(s) failed: "
-                                   f"{'; '.join(f['line'] for f in gate['failures'])}", {"gates": [gate]})
-        return gate
+        return self._gate(document, "pages", frame, pages_suite(self.quality, document["page_count"], frame))
 
     def check_chunks(self, p: "_Prepared", dimension: int, max_tokens: int) -> dict[str, Any]:
         """The chunks gate, against the dimension of the collection the chunks go into."""
@@ -241,11 +240,7 @@ class Steps:
         from kb.quality.suites import chunks_suite
 
         frame = chunk_frame(p.ids, p.payloads, p.vectors)
-        gate = self._gate(p.document, "chunks", frame, chunks_suite(self.quality, dimension, max_tokens))
-        if not gate["success"]:
-            raise ValidationFailed(f"{len(gate['failures'])} chunk expectation(s) failed: "
-                                   f"{'; '.join(f['line'] for f in gate['failures'])}", {"gates": [gate]})
-        return gate
+        return self._gate(p.document, "chunks", frame, chunks_suite(self.quality, dimension, max_tokens))
 
     def prepare(self, document: dict[str, Any], embedder: Embedder) -> _Prepared:
         """Pages checked, chunked and embedded: everything but the writes."""
@@ -328,7 +323,7 @@ class Steps:
                     entry, obj, status=L.INDEXED, sha256=document["sha256"], run_id=run_id,
                     pages=document["page_count"], chunks=len(p.ids), indexed_sha256=document["sha256"],
                     indexed_version_id=obj.version_id, indexed_chunks=len(p.ids), embedder=embedder.model_id,
-                    index_signature=document.get("index_signature") or index_signature(self.settings),
+                    index_signature=signature_of(embedder.model_id, self.settings.sparse_tokenizer),
                     collection=self.settings.collection, attempts=0, error=None,
                 )
                 results.append({
@@ -442,8 +437,8 @@ class Steps:
         gates = []
         for gate in exc.report["gates"]:
             result_key = f"{prefix}/validation-{gate['suite']}.json"
-            self.store.put_json(bucket, result_key, gate.pop("result"))
-            gates.append({**gate, "result": result_key})
+            self.store.put_json(bucket, result_key, gate["result"])
+            gates.append({**gate, "result": result_key})  # the record points at the full result
         for key in document["ranges"]:
             pages = self.store.get_json(bucket, key)
             if pages is not None:
@@ -490,13 +485,19 @@ def _object_of(document: dict[str, Any]) -> ObjectInfo:
     return ObjectInfo(document["bucket"], document["key"], document["etag"], document["size"], document["version_id"])
 
 
+def signature_of(embedder_id: str, sparse_tokenizer: str) -> str:
+    """What a document's points are made with: the embedder (by its weights' digest) and the
+    sparse scheme. The ledger keeps it; a different one makes an indexed document work again."""
+    return f"{embedder_id}|{SparseEncoder(sparse_tokenizer).signature}"
+
+
 @lru_cache(maxsize=8)
 def _signature(model_dir: str | None, tokenizer: str) -> str:
-    return f"{Embedder(model_dir).model_id}|{SparseEncoder(tokenizer).signature}"
+    return signature_of(Embedder(model_dir).model_id, tokenizer)
 
 
 def index_signature(settings: PipelineSettings) -> str:
-    """The embedder (by its weights' digest) and the sparse scheme: what the points are made with."""
+    """The signature the current settings make (hashes the embedder's weights: ~0.6 s)."""
     return _signature(str(settings.embed_model_dir) if settings.embed_model_dir else None, settings.sparse_tokenizer)
 
 
