@@ -16,8 +16,9 @@ New and changed documents in the `inbox` bucket become searchable chunks in Qdra
 6. **alert** sends one e-mail and one webhook call per quarantined document (connections
    `kb_alerts_smtp`, `kb_alerts_webhook`); a task that fails for good alerts once as well.
 
-Trigger by hand with `prefix` to limit the run, `force` to re-plan unchanged documents
-(a backfill), and `quality` to override data-quality thresholds for this run.
+Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
+(a backfill; page results are reused), and `quality` to override data-quality thresholds
+for this run.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def _require_plan(planned) -> None:
         raise AirflowSkipException("no plan: sense or plan failed (and alerted); nothing to report")
 
 
+def _results(indexed) -> list:
+    """The per-document results of every index task, flattened (a failed task gave none)."""
+    return [r for i in range(len(indexed or [])) for r in (indexed[i] or [])]
+
+
 def _on_failure():
     from kb_airflow.notifiers import TaskFailureNotifier
 
@@ -69,7 +75,7 @@ def _on_failure():
     default_args={"retries": 1, "retry_delay": timedelta(seconds=RETRY_DELAY_S), "on_failure_callback": _on_failure()},
     params={
         "prefix": Param("", type="string", description="only objects whose key starts with this"),
-        "force": Param(False, type="boolean", description="re-plan unchanged documents (backfill)"),
+        "force": Param(False, type="boolean", description="re-index unchanged documents (backfill)"),
         "quality": Param({}, type="object",
                          description='data-quality threshold overrides, e.g. {"max_empty_page_share": 0.8}'),
     },
@@ -129,7 +135,7 @@ def kb_ingest():
         from kb_airflow.notifiers import send_document_alerts
 
         _require_plan(planned)
-        results = list(planned.get("quarantined", [])) + [r for i in range(len(indexed or [])) for r in (indexed[i] or [])]
+        results = list(planned.get("quarantined", [])) + _results(indexed)
         return send_document_alerts(_steps(), results, get_current_context(), run_id)
 
     @task(trigger_rule="all_done", retries=0)
@@ -137,7 +143,7 @@ def kb_ingest():
         from airflow.sdk.exceptions import AirflowFailException
 
         _require_plan(planned)
-        results = [r for i in range(len(indexed or [])) for r in (indexed[i] or [])]
+        results = _results(indexed)
         seconds = None
         if dag_run is not None and dag_run.start_date is not None:
             seconds = round((pendulum.now("UTC") - dag_run.start_date).total_seconds(), 2)

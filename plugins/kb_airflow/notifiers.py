@@ -12,6 +12,7 @@ without alerting still runs.
 
 from __future__ import annotations
 
+import html
 import logging
 from typing import Any
 
@@ -122,8 +123,6 @@ class TaskFailureNotifier(BaseNotifier):
                  f"Error: {type(exc).__name__ + ': ' if exc else ''}{exc}"]
         if getattr(ti, "log_url", None):
             lines.append(f"Log: {ti.log_url}")
-        import html
-
         body = "<ul>" + "".join(f"<li>{html.escape(str(x))}</li>" for x in lines) + "</ul>"
         payload = {"text": subject + "\n" + "\n".join(lines),
                    "kb": {"dag_id": dag_id, "task": task, "run_id": run_id, "tries": tries, "error": str(exc)}}
