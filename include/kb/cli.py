@@ -116,9 +116,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     p = PipelineSettings()
     store = ObjectStore.from_settings()
     files = _files(args.paths)
+    uploaded = []
     for path, key in files:
         key = f"{args.prefix}{key}"
         info = store.put_bytes(p.inbox_bucket, key, path.read_bytes(), content_type="application/pdf")
+        uploaded.append(info)
         print(f"uploaded s3://{p.inbox_bucket}/{key} ({info.size} bytes)")
     if not args.wait:
         print(f"{len(files)} file(s) uploaded; the scheduled {DAG_ID} run picks them up (or use --wait)")
@@ -135,7 +137,25 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(f"  quarantined {q['key']}: {q['code']}: {q['message']}")
     else:
         print(f"run {result['state']}")
+    _print_outcomes(store, p, uploaded)
     return 0 if result["state"] == "success" else 1
+
+
+def _print_outcomes(store, p, uploaded) -> None:
+    """Where each uploaded file stands now, from the ledger: the run summary counts only what
+    that run did, and a scheduled run may have indexed the files just before it."""
+    from kb.ledger import Ledger, doc_id_for
+
+    ledger = Ledger(store, p.artifacts_bucket)
+    for info in uploaded:
+        entry = ledger.get(doc_id_for(info.bucket, info.key))
+        if entry is None or not entry.same_version(info):
+            print(f"  {info.key}: not processed yet (a run will pick it up)")
+        elif entry.status == "indexed":
+            print(f"  {info.key}: indexed, {entry.pages} pages, {entry.chunks} chunks")
+        else:
+            error = entry.error or {}
+            print(f"  {info.key}: {entry.status}: {error.get('code')}: {error.get('message')}")
 
 
 # --- search ----------------------------------------------------------------------------

@@ -76,11 +76,12 @@ def test_ingest_wait_then_search_cites_the_right_page(stack_env):
     assert "run success" in done.stdout and "3 indexed" in done.stdout
     assert "extract" in done.stdout  # progress lines name the tasks
     assert "0 quarantined" in done.stdout
+    assert "aquila-p200-manual.pdf: indexed, " in done.stdout  # where each uploaded file stands
 
     done = kb(stack_env, "search", "How often must the impeller seal be replaced?", "--top-k", "3", "--json")
     assert done.returncode == 0, done.stderr
     hits = json.loads(done.stdout)
-    assert hits and {"score", "key", "pages", "text"} <= set(hits[0])
+    assert hits and {"score", "key", "pages", "text", "snippet"} <= set(hits[0])
     assert hits[0]["key"] == "aquila-p200-manual.pdf" and hits[0]["pages"] == [4]
     assert "2,000 operating hours" in hits[0]["text"]
 
@@ -89,6 +90,20 @@ def test_ingest_wait_then_search_cites_the_right_page(stack_env):
     hit = json.loads(done.stdout)[0]
     assert hit["key"] == "service-bulletin-sb7-scan.pdf" and hit["pages"] == [2]
     assert "every 3 years" in hit["text"]
+
+    # the demo questions as an evaluation set, through `kb eval`
+    from kb.samples import DEMO_QUESTIONS
+
+    qa = stack_env["KB_STATE_DIR"] + "/qa.jsonl"
+    with open(qa, "w", encoding="utf-8") as fh:
+        for question, key, page in DEMO_QUESTIONS:
+            fh.write(json.dumps({"doc": key, "page": page, "question": question, "answer_substring": question}) + "\n")
+    done = kb(stack_env, "eval", qa, "--mode", "all", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report["modes"]) == {"dense", "sparse", "hybrid"}
+    assert report["modes"]["hybrid"]["groups"]["all"] == {"n": 4, "recall@5": 1.0, "mrr": 1.0}
+    assert report["modes"]["hybrid"]["groups"]["zh"]["n"] == 1
 
     # the same files again: the run finds nothing new and the index is unchanged
     done = kb(stack_env, "ingest", str(REPO / "include" / "samples"), "--wait", "--timeout", "400")
