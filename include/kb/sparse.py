@@ -21,8 +21,9 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_RUNS = re.compile(rf"[{_CJK}]+|[a-z0-9]+")
+# kana, CJK ideographs (extension A and the unified block), compatibility ideographs
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUNS = re.compile(rf"[{CJK}]+|[a-z0-9]+")
 _STOP = frozenset(
     "a an and are as at be by for from has have in is it its of on or that the this to was were will with "
     "what which how who when where why does do can you your".split()
@@ -99,12 +100,10 @@ class SparseEncoder:
         weights: dict[int, float] = {}
         for token, tf in Counter(tokens).items():
             # two tokens sharing a hash add up, as they would in any hashed index
-            weights[term_id(token)] = weights.get(term_id(token), 0.0) + tf * (self.k1 + 1) / (tf + norm)
+            tid = term_id(token)
+            weights[tid] = weights.get(tid, 0.0) + tf * (self.k1 + 1) / (tf + norm)
         return self._vector(weights)
 
     def encode_query(self, text: str) -> SparseVector:
         """Each distinct query term once: BM25 scores a term's presence in the query, not its count."""
         return self._vector({term_id(t): 1.0 for t in set(tokenize(text, self.tokenizer))})
-
-    def matched_terms(self, query: str) -> set[str]:
-        return set(tokenize(query, self.tokenizer))

@@ -9,12 +9,13 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from kb.sparse import CJK
 from ocr_engine.metrics import cer
 from ocr_engine.schema import count_chars
 from ocr_engine.unlimited.output import distinct_ratio
 
 # A CJK character is a token of its own; other text splits on whitespace.
-_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]|[^\s\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]+")
+_TOKEN = re.compile(rf"[{CJK}]|[^\s{CJK}]+")
 
 
 def text_tokens(text: str) -> list[str]:
