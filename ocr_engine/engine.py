@@ -21,6 +21,8 @@ import numpy as np
 from ocr_engine.backends import textlayer
 from ocr_engine.documents import check_range, close_pdf, open_pdf
 from ocr_engine.errors import BackendUnavailable, Cancelled, TooManyPages
+from ocr_engine.limits import EngineLimits
+from ocr_engine.pace import PageClock
 from ocr_engine.render import iter_pages
 from ocr_engine.router import OCR, route
 from ocr_engine.schema import FAILED, PageResult
@@ -33,6 +35,7 @@ class OcrEngine:
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
         self._local = threading.local()  # the cancel flag of the call running on this thread
+        self.clock = PageClock(self.settings.seconds_per_page_prior)
 
     # --- backends (loaded on first use) ---------------------------------------------
 
@@ -55,6 +58,24 @@ class OcrEngine:
         if choice == "auto":
             return "unlimited" if self.settings.model_dir else "ppocr"
         return choice
+
+    @cached_property
+    def _token_budget(self):
+        s = self.settings
+        if "unlimited" in self.__dict__:  # loaded: ask it
+            return self.unlimited.budget()
+        from ocr_engine.unlimited.budget import budget_of_folder
+
+        return budget_of_folder(s.model_dir, s.context_length, s.expected_tokens_per_page)
+
+    def limits(self) -> EngineLimits:
+        """The token budget of the OCR backend (where it has one) and the observed pace."""
+        ocr = self.ocr_backend_name()
+        budget = self._token_budget if ocr == "unlimited" else None
+        pace = self.clock.snapshot()
+        return EngineLimits(ocr_backend=ocr, max_pages_per_call=budget.max_pages() if budget else None,
+                            token_budget=budget, seconds_per_page={k: v["estimate"] for k, v in pace.items()},
+                            pace=pace)
 
     # --- the API ----------------------------------------------------------------------
 
@@ -92,6 +113,9 @@ class OcrEngine:
             if ocr_pages:
                 for r in self._ocr(doc, ocr_pages, ocr_name):
                     results[r.page] = r
+            for r in results.values():
+                if r.status != FAILED:
+                    self.clock.observe(r.backend, r.seconds)
             return [results[n] for n in pages]
         finally:
             close_pdf(doc)
@@ -100,10 +124,15 @@ class OcrEngine:
         s = self.settings
         if name == "ppocr":
             out = []
+            tick = time.perf_counter()
             for rendered in iter_pages(doc, pages, s.dpi, s.max_pixels_per_page):
                 self._check_cancel()
                 width = doc.load_page(rendered.page - 1).rect.width
-                out.append(self._guard(rendered.page, name, lambda: self.ppocr.recognize(rendered, width)))
+                result = self._guard(rendered.page, name, lambda: self.ppocr.recognize(rendered, width))
+                # a page's time is what a caller waits for it: rendering included
+                now = time.perf_counter()
+                result.seconds, tick = round(now - tick, 4), now
+                out.append(result)
             return out
         if name == "unlimited":
             backend = self.unlimited
@@ -112,7 +141,11 @@ class OcrEngine:
             for start in range(0, len(pages), per_call):
                 self._check_cancel()
                 group = pages[start : start + per_call]
-                out.extend(self._unlimited_group(doc, group))
+                started = time.perf_counter()
+                results = self._unlimited_group(doc, group)
+                for r in results:  # rendering included, as for ppocr
+                    r.seconds = round((time.perf_counter() - started) / len(group), 4)
+                out.extend(results)
             return out
         raise BackendUnavailable(f"no OCR backend named {name!r}")
 

@@ -21,6 +21,12 @@ class EngineSettings(BaseSettings):
     # scaled down to fit, so a poster-sized page cannot exhaust memory.
     max_pixels_per_page: int = Field(12_000_000, ge=100_000)
     min_text_chars: int = Field(20, ge=0, description="a text layer below this counts as scanned")
+    # Seconds one page takes on each backend before the engine has timed any (see pace.py).
+    # On the slow side on purpose: a range planned too small costs a little overhead, one
+    # planned too big times out. PP-OCR: 1.4 s for a typical page on 2 CPU cores, dense
+    # table pages several times that.
+    seconds_per_page_prior: dict[str, float] = Field(
+        default_factory=lambda: {"textlayer": 0.05, "ppocr": 3.0, "unlimited": 2.0})
     ppocr_max_side: int = Field(960, ge=320, description="PP-OCR detects on the page scaled to this many pixels")
 
     # Unlimited OCR generation (the paper's settings for base mode)

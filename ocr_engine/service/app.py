@@ -1,11 +1,16 @@
-"""The OCR service: ``POST /v1/parse``, ``GET /health``, ``GET /ready``, ``GET /metrics``.
+"""The OCR service: ``POST /v1/parse``, ``GET /v1/limits``, ``GET /health``, ``GET /ready``,
+``GET /metrics``.
 
 Admission: at most ``max_concurrency`` requests hold an engine slot and at most
-``max_queue`` wait for one; the next is answered 429 with Retry-After at once. A
-request past its timeout is answered 504 and its work is told to stop at the next
-page or token; its slot stays held until the work has really stopped, so abandoned
-work never runs beside admitted work. Engine calls run one at a time per process, on
-one thread (MuPDF is not thread-safe); scale out with replicas.
+``max_queue`` wait for one; the next is answered 429 with Retry-After at once. A request
+that waits longer than ``queue_timeout_s`` for the engine is answered 429 too: the wait
+says nothing about the range. Once the engine starts on it, a request past
+``request_timeout_s`` is answered 504 (the range is too slow: a client splits it) and
+its work is told to stop at the next page or token; its slot stays held until the work
+has really stopped, so abandoned work never runs beside admitted work. Engine calls run
+one at a time per process, on one thread (MuPDF is not thread-safe); scale out with
+replicas. ``GET /v1/limits`` publishes the request limits and the engine's token budget
+and measured seconds per page: the one source clients plan page ranges from.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from ocr_engine import errors as engine_errors
 from ocr_engine.engine import BACKENDS, OcrEngine
 from ocr_engine.service import errors as E
 from ocr_engine.service.metrics import Metrics
+from ocr_engine.service.s3 import read_s3
 from ocr_engine.service.settings import ServiceSettings
 
 log = logging.getLogger("ocr_engine.service")
@@ -84,6 +90,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         app.state.slots = asyncio.Semaphore(settings.max_concurrency)
         if settings.warmup:
             await asyncio.get_running_loop().run_in_executor(executor, warm)
+            engine.clock.clear()  # the warm-up's pages include loading the models: not a page's pace
         ocr = engine.ocr_backend_name()
         model = engine.unlimited if ocr == "unlimited" else engine.ppocr
         metrics.info.info({"backend": ocr, "model_version": str(model.model_version),
@@ -158,6 +165,22 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         _gpu_memory(metrics)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    @app.get("/v1/limits")
+    async def limits():
+        """What one request may be, and the engine's token budget and pace: clients cut
+        their page ranges from this, so the numbers have one owner."""
+        return {
+            "request": {
+                "max_pages": settings.max_pages_per_request,
+                "max_bytes": int(settings.max_file_mb * 1024 * 1024),
+                "timeout_s": settings.request_timeout_s,
+                "queue_timeout_s": settings.queue_timeout_s,
+                "max_concurrency": settings.max_concurrency,
+                "max_queue": settings.max_queue,
+            },
+            "engine": engine.limits().as_dict(),
+        }
+
     @app.post("/v1/parse")
     async def parse(
         request: Request,
@@ -167,7 +190,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         backend: str = Form("auto"),
         output: str = Form("json"),
     ):
-        deadline = time.monotonic() + settings.request_timeout_s
+        queue_deadline = time.monotonic() + settings.queue_timeout_s
         if not state["ready"] or state["draining"]:
             raise E.NotReady("the service is not ready")
         if backend not in BACKENDS:
@@ -179,7 +202,11 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         first, last = parse_page_range(pages)
         limit = int(settings.max_file_mb * 1024 * 1024)
         data = await _read_upload(file, limit) if file is not None else await anyio.to_thread.run_sync(
-            _read_s3, settings, s3_uri, limit)
+            read_s3, settings, s3_uri, limit)
+
+        def busy() -> E.Overloaded:
+            return E.Overloaded(f"the engine stayed busy for {settings.queue_timeout_s:.0f}s; retry later",
+                                headers={"Retry-After": str(settings.retry_after_s)})
 
         slots: asyncio.Semaphore = request.app.state.slots
         if slots.locked() and state["waiting"] >= settings.max_queue:
@@ -188,29 +215,43 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         state["waiting"] += 1
         metrics.queue_depth.set(state["waiting"])
         try:
-            await asyncio.wait_for(slots.acquire(), max(0.0, deadline - time.monotonic()))
+            await asyncio.wait_for(slots.acquire(), max(0.0, queue_deadline - time.monotonic()))
         except TimeoutError:
-            raise E.TimedOut(f"no slot within the {settings.request_timeout_s:.0f}s request timeout") from None
+            raise busy() from None
         finally:
             state["waiting"] -= 1
             metrics.queue_depth.set(state["waiting"])
 
         cancel = threading.Event()
+        loop = asyncio.get_running_loop()
+        began = asyncio.Event()
 
         def work():
+            loop.call_soon_threadsafe(began.set)
+            if cancel.is_set():  # the request stopped waiting before the engine was free
+                raise engine_errors.Cancelled("the request stopped waiting for the engine")
             return engine.parse_pdf(data, first, last, backend, max_pages=settings.max_pages_per_request, cancel=cancel)
 
         metrics.in_flight.inc()
-        task = asyncio.get_running_loop().run_in_executor(executor, work)
+        task = loop.run_in_executor(executor, work)
 
-        def finished(_):
+        def finished(fut):
             metrics.in_flight.dec()
             slots.release()
+            if not fut.cancelled():
+                fut.exception()  # an abandoned request's error is known; nobody awaits it
 
         task.add_done_callback(finished)  # the slot frees when the work has really stopped
+        # A slot does not mean the engine: it runs one call at a time, and the time spent
+        # waiting for it is not this range's cost, so it is bounded apart from the timeout.
+        try:
+            await asyncio.wait_for(began.wait(), max(0.0, queue_deadline - time.monotonic()))
+        except TimeoutError:
+            cancel.set()
+            raise busy() from None
         started = time.perf_counter()
         try:
-            results = await asyncio.wait_for(asyncio.shield(task), max(0.0, deadline - time.monotonic()))
+            results = await asyncio.wait_for(asyncio.shield(task), settings.request_timeout_s)
         except TimeoutError:
             cancel.set()
             raise E.TimedOut(f"parsing took longer than {settings.request_timeout_s:.0f}s; the work was stopped") from None
@@ -245,41 +286,6 @@ async def _read_upload(file: UploadFile, limit: int) -> bytes:
         if size > limit:
             raise E.PayloadTooLarge(f"the upload is over the {limit / 2**20:g} MB limit")
         chunks.append(chunk)
-
-
-def _read_s3(settings: ServiceSettings, uri: str, limit: int) -> bytes:
-    from minio import Minio
-    from minio.error import S3Error
-
-    if not uri.startswith("s3://") or "/" not in uri[5:]:
-        raise E.BadRequest("s3_uri must look like s3://bucket/key", code="bad_s3_uri")
-    if not settings.s3_endpoint:
-        raise E.BadRequest("this service has no object store configured for s3:// references", code="no_s3")
-    bucket, key = uri[5:].split("/", 1)
-    version = None
-    if "?versionId=" in key:
-        key, version = key.split("?versionId=", 1)
-    client = Minio(settings.s3_endpoint, secure=settings.s3_secure,
-                   access_key=settings.s3_access_key.get_secret_value() if settings.s3_access_key else None,
-                   secret_key=settings.s3_secret_key.get_secret_value() if settings.s3_secret_key else None)
-    try:
-        stat = client.stat_object(bucket, key, version_id=version)
-        if (stat.size or 0) > limit:
-            raise E.PayloadTooLarge(f"{uri} is over the {limit / 2**20:g} MB limit")
-        resp = client.get_object(bucket, key, version_id=version)
-        try:
-            return resp.read()
-        finally:
-            resp.close()
-            resp.release_conn()
-    except S3Error as exc:
-        if exc.code in ("NoSuchKey", "NoSuchBucket", "NoSuchVersion", "NotFound"):
-            raise E.Unprocessable(f"{uri} does not exist", code="object_not_found") from None
-        raise E.UpstreamUnavailable(f"the object store refused the read: {exc.code}") from None
-    except E.ServiceError:
-        raise
-    except Exception as exc:  # connection refused, DNS, timeouts
-        raise E.UpstreamUnavailable(f"the object store is unreachable: {type(exc).__name__}") from None
 
 
 def _observe(metrics: Metrics, engine: OcrEngine, results, seconds: float) -> None:

@@ -28,6 +28,10 @@ class BadRequest(ServiceError):
     status, code = 400, "bad_request"
 
 
+class Forbidden(ServiceError):
+    status, code = 403, "forbidden"
+
+
 class PayloadTooLarge(ServiceError):
     status, code = 413, "file_too_large"
 

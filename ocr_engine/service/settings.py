@@ -18,11 +18,16 @@ class ServiceSettings(BaseSettings):
     allow_no_auth: bool = False
     auth_health: bool = False  # do /health, /ready and /metrics need a key too?
 
+    # The service owns these limits and publishes them at GET /v1/limits; clients cut
+    # their page ranges from what it says there, never from a copy of these defaults.
     max_file_mb: float = Field(100, gt=0)
     max_pages_per_request: int = Field(50, ge=1)
+    # The engine's own time on one request. Waiting for the engine is not part of it: a
+    # range that waited behind others is not too big, and is answered 429 (retry), not 504.
     request_timeout_s: float = Field(120, gt=0)
     max_concurrency: int = Field(2, ge=1)
     max_queue: int = Field(8, ge=0, description="requests waiting for a slot before 429")
+    queue_timeout_s: float = Field(120, gt=0, description="longest wait for the engine before 429")
     retry_after_s: int = 2
     drain_timeout_s: float = 30.0
 

@@ -17,13 +17,12 @@ from ocr_engine.errors import BackendUnavailable, Cancelled
 from ocr_engine.schema import EMPTY, OK, REPEATED, TRUNCATED, PageResult, count_chars
 from ocr_engine.settings import EngineSettings
 from ocr_engine.unlimited import manifest
-from ocr_engine.unlimited.budget import TokenBudget, visual_tokens_base_mode
+from ocr_engine.unlimited.budget import MULTI_PAGE_PROMPT, TokenBudget, budget_for
 from ocr_engine.unlimited.cache import CacheMeter, build_cache
 from ocr_engine.unlimited.output import distinct_ratio, parse_blocks, split_pages, to_markdown
 
 NAME = "unlimited"
 SINGLE_PAGE_PROMPT = "document parsing."
-MULTI_PAGE_PROMPT = "Multi page parsing."
 
 
 class UnlimitedBackend:
@@ -53,15 +52,17 @@ class UnlimitedBackend:
     # --- planning ---------------------------------------------------------------------
 
     @cached_property
-    def visual_tokens_per_page(self) -> int:
-        size = self.processor.image_processor.size
-        return visual_tokens_base_mode(max(size.height, size.width), self.processor.patch_size,
-                                       self.processor.downsample_ratio)
+    def _budget(self) -> TokenBudget:
+        return budget_for(self.processor, self.model.config.text_config, self.settings.context_length,
+                          self.settings.expected_tokens_per_page)
 
     def budget(self) -> TokenBudget:
-        prompt = len(self.processor.tokenizer(MULTI_PAGE_PROMPT)["input_ids"]) + 4
-        context = min(self.settings.context_length, self.model.config.text_config.max_position_embeddings)
-        return TokenBudget(context, self.visual_tokens_per_page, prompt, self.settings.expected_tokens_per_page)
+        """How many pages one generate call takes (the planner reads the same numbers)."""
+        return self._budget
+
+    @property
+    def visual_tokens_per_page(self) -> int:
+        return self._budget.visual_tokens_per_page
 
     # --- one range ----------------------------------------------------------------------
 

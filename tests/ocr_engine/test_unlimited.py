@@ -129,3 +129,17 @@ def test_token_budget_sizes_page_ranges_to_the_context():
     n = budget.max_pages()
     assert budget.tokens_for(n) <= 32_768 < budget.tokens_for(n + 1)
     assert TokenBudget(1000, 273, 12, 1200).max_pages() == 0
+
+
+def test_the_engine_publishes_the_loaded_backends_token_budget_without_loading_weights_first(tiny_dir):
+    from ocr_engine.engine import OcrEngine
+
+    settings = EngineSettings(model_dir=tiny_dir, max_new_tokens_per_page=24)
+    engine = OcrEngine(settings)
+    planner_view = engine.limits()  # read from the folder's config files
+    assert "unlimited" not in engine.__dict__, "planning must not load the weights"
+    loaded = UnlimitedBackend(tiny_dir, settings).budget()
+    assert planner_view.ocr_backend == "unlimited"
+    assert planner_view.token_budget == loaded
+    assert planner_view.max_pages_per_call == loaded.max_pages() >= 1
+    assert planner_view.as_dict()["token_budget"]["max_pages"] == loaded.max_pages()

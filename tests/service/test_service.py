@@ -145,3 +145,49 @@ def test_sigterm_drains_the_request_in_flight(s3_server, tmp_path):
         assert resp.status_code == 200 and len(resp.json()["pages"]) == 4
         # uvicorn re-raises SIGTERM once it has drained, so the exit status says "terminated"
         assert svc["proc"].wait(timeout=60) in (0, -15)
+
+
+def test_limits_are_published_with_the_engines_pace(service):
+    headers = {"Authorization": f"Bearer {KEYS[0]}"}
+    assert_error(httpx.get(f"{service['base']}/v1/limits"), 401, "unauthorized")
+    before = httpx.get(f"{service['base']}/v1/limits", headers=headers).json()
+    assert before["request"] == {"max_pages": 20, "max_bytes": 4 * 1024 * 1024, "timeout_s": TIMEOUT_S,
+                                 "queue_timeout_s": 120.0, "max_concurrency": 1, "max_queue": 1}
+    engine = before["engine"]
+    assert engine["ocr_backend"] == "ppocr" and engine["max_pages_per_call"] is None  # PP-OCR reads page by page
+    assert set(engine["seconds_per_page"]) >= {"textlayer", "ppocr"}
+    assert post(service, scanned(2)).status_code == 200
+    after = httpx.get(f"{service['base']}/v1/limits", headers=headers).json()["engine"]["pace"]["ppocr"]
+    assert after["samples"] >= before["engine"]["pace"]["ppocr"]["samples"] + 2
+    assert after["observed_p90"] > 0 and after["estimate"] >= after["observed_p90"] or after["samples"] >= 10
+
+
+@pytest.mark.parametrize("uri", [
+    "s3://inbox/../secrets/keys.pdf", "s3://inbox/a/../../b.pdf", "s3://inbox/a/./b.pdf", "s3://inbox//b.pdf",
+    "s3://Not_A_Bucket/doc.pdf", "s3://inbox/", "s3://inbox/doc.pdf?versionId=", "https://inbox/doc.pdf",
+    "s3://inbox/doc\x01.pdf",
+])
+def test_a_malformed_s3_uri_is_400_never_a_retryable_5xx(service, uri):
+    assert_error(post(service, s3_uri=uri), 400, "bad_s3_uri")
+
+
+def test_waiting_for_the_engine_does_not_count_against_the_request_timeout(s3_server, tmp_path):
+    """Two requests at once on one engine, with a timeout of 1.5 times one request's work:
+    the second waits for the engine, then works. Its range is not too slow, so it must
+    not be answered 504 (which would make a client split a range that fits)."""
+    from ocr_engine.engine import OcrEngine
+
+    doc = scanned(6)
+    engine = OcrEngine()
+    engine.parse_pdf(doc, 1, 1)  # the models load first
+    started = time.monotonic()
+    engine.parse_pdf(doc)
+    timeout = round(1.5 * (time.monotonic() - started), 1)
+    with start_service(s3_server, tmp_path, {"OCR_SERVICE_API_KEYS": KEYS[0], "OCR_SERVICE_MAX_CONCURRENCY": "2",
+                                             "OCR_SERVICE_REQUEST_TIMEOUT_S": str(timeout)}) as svc:
+        started = time.monotonic()
+        with ThreadPoolExecutor(2) as pool:
+            responses = list(pool.map(lambda _: post(svc, doc), range(2)))
+        elapsed = time.monotonic() - started
+    assert [r.status_code for r in responses] == [200, 200], [r.text[:200] for r in responses]
+    assert elapsed > timeout, f"both answered within {elapsed:.1f}s of a {timeout}s timeout: nothing waited"
