@@ -52,12 +52,6 @@ class DocumentTooLarge(DocumentError):
     code = "file_too_large"
 
 
-class IncompleteExtraction(DocumentError):
-    """Pages planned for a document are missing from, or repeated in, its results."""
-
-    code = "incomplete_extraction"
-
-
 class ValidationFailed(DocumentError):
     """A data-quality gate failed: the version is quarantined with the gate's report."""
 
@@ -98,6 +92,32 @@ class ObjectChanged(InfrastructureError):
     """The object's bytes differ from what the plan saw (overwritten mid-run)."""
 
     code = "object_changed"
+
+
+class IncompleteExtraction(InfrastructureError):
+    """A range planned for a document has no result (its extract task failed): the
+    document is tried again in a later run."""
+
+    code = "incomplete_extraction"
+
+
+class RangeRefused(InfrastructureError):
+    """The OCR service refused a page range for one of its limits, not for the document:
+    the range is split and its halves tried, never sent again whole."""
+
+    code = "range_refused"
+
+
+class RangeTooLarge(RangeRefused):
+    """Too many pages (422 too_many_pages) or bytes (413) for one request."""
+
+    code = "range_too_large"
+
+
+class RangeTimedOut(RangeRefused):
+    """The engine worked past the service's request timeout (504)."""
+
+    code = "range_timeout"
 
 
 class ExtractionFailed(InfrastructureError):

@@ -10,25 +10,38 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from enum import StrEnum
 from typing import Any, Iterable
 
+from kb.artifacts import ArtifactKeys
 from kb.objectstore import ObjectInfo, ObjectStore
 
 DOC_NAMESPACE = uuid.UUID("0b7c4d1e-2f3a-5b6c-8d9e-0a1b2c3d4e5f")
 
-INDEXED = "indexed"
-QUARANTINED = "quarantined"
-FAILED = "failed"  # a retryable failure; tried again until max_attempts
-DELETED = "deleted"
+
+class Status(StrEnum):
+    INDEXED = "indexed"
+    QUARANTINED = "quarantined"  # the version's own defect: only a new version reopens it
+    FAILED = "failed"  # a failure that may pass: tried again, after a backoff, until max_attempts
+    DELETED = "deleted"
 
 
 def doc_id_for(bucket: str, key: str) -> str:
     return str(uuid.uuid5(DOC_NAMESPACE, f"{bucket}/{key}"))
 
 
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return now().isoformat(timespec="seconds")
+
+
+def backoff_delay(attempts: int, base_s: float, max_s: float) -> float:
+    """Seconds before try ``attempts + 1``: doubling from ``base_s``, capped at ``max_s``."""
+    return min(max_s, base_s * 2 ** max(0, attempts - 1))
 
 
 @dataclass
@@ -39,12 +52,16 @@ class LedgerEntry:
     etag: str
     version_id: str | None
     size: int
-    status: str
+    status: Status
     sha256: str | None = None
     attempts: int = 0
+    # After a failed attempt: not tried again before this time (ISO 8601, UTC).
+    next_attempt_at: str | None = None
     error: dict[str, Any] | None = None
     pages: int | None = None
     chunks: int | None = None
+    # Pages the indexed version is searchable without: [{"page", "reason"}].
+    failed_pages: list[dict[str, Any]] | None = None
     # The version whose points are in Qdrant now. A later version that fails keeps
     # these, so the ledger never forgets what is searchable.
     indexed_sha256: str | None = None
@@ -57,8 +74,20 @@ class LedgerEntry:
     run_id: str | None = None
     updated_at: str = field(default_factory=now_iso)
 
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
     def same_version(self, obj: ObjectInfo) -> bool:
         return self.etag == obj.etag and self.version_id == obj.version_id
+
+    def due(self, at: datetime) -> bool:
+        """Whether a failed version's backoff has passed."""
+        return self.next_attempt_at is None or datetime.fromisoformat(self.next_attempt_at) <= at
+
+    @classmethod
+    def new(cls, obj: ObjectInfo, status: Status) -> "LedgerEntry":
+        return cls(doc_id=doc_id_for(obj.bucket, obj.key), bucket=obj.bucket, key=obj.key, etag=obj.etag,
+                   version_id=obj.version_id, size=obj.size, status=status)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LedgerEntry":
@@ -67,26 +96,21 @@ class LedgerEntry:
 
 
 class Ledger:
-    PREFIX = "ledger/"
-
     def __init__(self, store: ObjectStore, bucket: str) -> None:
         self.store = store
         self.bucket = bucket
 
-    def _key(self, doc_id: str) -> str:
-        return f"{self.PREFIX}{doc_id}.json"
-
     def get(self, doc_id: str) -> LedgerEntry | None:
-        data = self.store.get_json(self.bucket, self._key(doc_id))
+        data = self.store.get_json(self.bucket, ArtifactKeys.ledger(doc_id))
         return LedgerEntry.from_dict(data) if data else None
 
     def put(self, entry: LedgerEntry) -> None:
         entry.updated_at = now_iso()
-        self.store.put_json(self.bucket, self._key(entry.doc_id), asdict(entry))
+        self.store.put_json(self.bucket, ArtifactKeys.ledger(entry.doc_id), asdict(entry))
 
     def all(self) -> dict[str, LedgerEntry]:
         entries = {}
-        for obj in self.store.list_latest(self.bucket, self.PREFIX):
+        for obj in self.store.list_latest(self.bucket, ArtifactKeys.LEDGER):
             data = self.store.get_json(self.bucket, obj.key)
             if data:
                 entry = LedgerEntry.from_dict(data)
@@ -101,6 +125,8 @@ class Work:
     new: list[ObjectInfo] = field(default_factory=list)
     changed: list[ObjectInfo] = field(default_factory=list)
     retry: list[ObjectInfo] = field(default_factory=list)
+    # failed versions whose backoff has not passed yet: left for a later run
+    backing_off: list[ObjectInfo] = field(default_factory=list)
     unchanged: list[ObjectInfo] = field(default_factory=list)
     deleted: list[LedgerEntry] = field(default_factory=list)
 
@@ -111,28 +137,34 @@ class Work:
 
 def pending_work(
     bucket: str, objects: Iterable[ObjectInfo], entries: dict[str, LedgerEntry], max_attempts: int,
-    index_signature: str | None = None,
+    index_signature: str | None = None, at: datetime | None = None,
 ) -> Work:
     """``index_signature`` names the current embedder and sparse scheme: an indexed document
-    made with other ones is changed work (a new embedder is a configuration change)."""
+    made with other ones is changed work (a new embedder is a configuration change).
+    ``at`` is the time backoffs are compared with (now by default)."""
+    at = at or now()
     work = Work()
     seen = set()
     for obj in objects:
         doc_id = doc_id_for(obj.bucket, obj.key)
         seen.add(doc_id)
         entry = entries.get(doc_id)
-        if entry is None or entry.status == DELETED:
+        if entry is None or entry.status == Status.DELETED:
             work.new.append(obj)
         elif not entry.same_version(obj):
             work.changed.append(obj)
-        elif entry.status == FAILED and entry.attempts < max_attempts:
-            work.retry.append(obj)
-        elif entry.status == INDEXED and index_signature and entry.index_signature != index_signature:
+        elif entry.status == Status.FAILED and entry.attempts < max_attempts:
+            (work.retry if entry.due(at) else work.backing_off).append(obj)
+        elif entry.status == Status.INDEXED and index_signature and entry.index_signature != index_signature:
             work.changed.append(obj)
         else:
             # indexed, quarantined, or failed too often: only a new version reopens it
             work.unchanged.append(obj)
     for doc_id, entry in entries.items():
-        if entry.bucket == bucket and doc_id not in seen and entry.status != DELETED:
+        if entry.bucket == bucket and doc_id not in seen and entry.status != Status.DELETED:
             work.deleted.append(entry)
     return work
+
+
+def next_attempt_iso(attempts: int, base_s: float, max_s: float, at: datetime | None = None) -> str:
+    return ((at or now()) + timedelta(seconds=backoff_delay(attempts, base_s, max_s))).isoformat(timespec="seconds")

@@ -28,6 +28,15 @@ class ObjectInfo:
     size: int
     version_id: str | None
 
+    @property
+    def version(self) -> str:
+        """What names this version in artifact keys: the version id, else the ETag."""
+        return self.version_id or self.etag
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ObjectInfo":
+        return cls(data["bucket"], data["key"], data["etag"], data["size"], data.get("version_id"))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "bucket": self.bucket,

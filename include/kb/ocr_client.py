@@ -1,9 +1,15 @@
 """A client of the OCR service with the retry policy the pipeline needs.
 
-Retried, with exponential backoff (honouring Retry-After): 429, 503 and connection
-errors, which pass. A read timeout is not resent here (the service may still be working
-on it); it fails the task, whose own retries come later. Not retried: other 4xx, which mean the document itself is bad
-(``OcrRejected``, quarantined by the pipeline), and 5xx other than 503.
+The one place the service's answers become the pipeline's errors:
+- 429, 503 and connection errors pass: retried with exponential backoff (honouring
+  Retry-After). A read timeout is not resent here (the service may still be working on
+  it); it fails the task, whose own retries come later.
+- 413 and 422 ``too_many_pages`` (``RangeTooLarge``) and 504 (``RangeTimedOut``) are our
+  limits, not the document's: the caller splits the range.
+- 422 with a document code (``OcrRejected``): the document itself is bad; quarantined.
+- other 4xx (``OcrRequestRefused``): this deployment's mistake (a wrong key, a bad
+  parameter); the task fails, the document is tried again later, never quarantined.
+- other 5xx (``OcrUnavailable``).
 """
 
 from __future__ import annotations
@@ -14,13 +20,16 @@ from typing import Any
 
 import httpx
 
-from kb.errors import DocumentError, InfrastructureError
+from kb.errors import DocumentError, InfrastructureError, RangeTimedOut, RangeTooLarge
+from kb.limits import RangeLimits
 
 RETRY_STATUSES = {429, 503}
+# 422 codes that describe the document (ocr_engine.errors), as opposed to the request
+DOCUMENT_CODES = {"not_pdf", "empty_file", "corrupt_pdf", "encrypted_pdf", "bad_document", "bad_input"}
 
 
 class OcrRejected(DocumentError):
-    """The service refused the document (4xx): retrying cannot help."""
+    """The service refused the document itself (422): retrying cannot help."""
 
     code = "ocr_rejected"
 
@@ -33,6 +42,12 @@ class OcrUnavailable(InfrastructureError):
     code = "ocr_unavailable"
 
 
+class OcrRequestRefused(InfrastructureError):
+    """The service refused our request (401, 400, ...): a deployment problem, not the document's."""
+
+    code = "ocr_request_refused"
+
+
 @dataclass
 class OcrClient:
     base_url: str
@@ -43,27 +58,36 @@ class OcrClient:
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
 
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def limits(self) -> RangeLimits:
+        """The service's published limits (``GET /v1/limits``), with the same retries as parse."""
+        body = self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
+        return RangeLimits.from_service(body, self.base_url)
+
     def parse(self, data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
-        timeout = httpx.Timeout(self.read_timeout_s, connect=self.connect_timeout_s)
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         form = {"pages": f"{first}-{last}", "backend": backend, "output": "json"}
+        body = self._call("POST", "/v1/parse", timeout=httpx.Timeout(self.read_timeout_s, connect=self.connect_timeout_s),
+                          data=form, files={"file": ("document.pdf", data, "application/pdf")})
+        return body["pages"]
+
+    def _call(self, method: str, path: str, timeout: httpx.Timeout, **kwargs: Any) -> dict[str, Any]:
+        url = f"{self.base_url.rstrip('/')}{path}"
         last_problem = ""
         for attempt in range(self.retries + 1):
             try:
-                resp = httpx.post(f"{self.base_url.rstrip('/')}/v1/parse", headers=headers, data=form, timeout=timeout,
-                                  files={"file": ("document.pdf", data, "application/pdf")})
+                resp = httpx.request(method, url, headers=self._headers, timeout=timeout, **kwargs)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never reached the service: safe to resend
                 last_problem = f"{type(exc).__name__}: {exc}"
                 delay = self._delay(attempt, None)
             else:
                 if resp.status_code == 200:
-                    return resp.json()["pages"]
-                error = _error_of(resp)
+                    return resp.json()
                 if resp.status_code not in RETRY_STATUSES:
-                    if 400 <= resp.status_code < 500:
-                        raise OcrRejected(resp.status_code, error.get("code", "unknown"), error.get("message", ""))
-                    raise OcrUnavailable(f"the OCR service answered {resp.status_code}: {error.get('message', '')}")
-                last_problem = f"{resp.status_code} {error.get('code', '')}"
+                    raise _error_for(resp)
+                last_problem = f"{resp.status_code} {_error_of(resp).get('code', '')}"
                 delay = self._delay(attempt, resp.headers.get("retry-after"))
             if attempt < self.retries:
                 time.sleep(delay)
@@ -75,6 +99,22 @@ class OcrClient:
             return max(backoff, float(retry_after)) if retry_after else backoff
         except ValueError:
             return backoff
+
+
+def _error_for(resp: httpx.Response) -> Exception:
+    """The pipeline's error for a final (not retried) answer."""
+    error = _error_of(resp)
+    status, code, message = resp.status_code, error.get("code", "unknown"), error.get("message", "")
+    said = f"the OCR service answered {status} {code}: {message}"
+    if status == 413 or (status == 422 and code == "too_many_pages"):
+        return RangeTooLarge(said)
+    if status == 504:
+        return RangeTimedOut(said)
+    if status == 422 and code in DOCUMENT_CODES:
+        return OcrRejected(status, code, message)
+    if 400 <= status < 500:
+        return OcrRequestRefused(said)
+    return OcrUnavailable(said)
 
 
 def _error_of(resp: httpx.Response) -> dict[str, Any]:

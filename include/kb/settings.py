@@ -34,14 +34,27 @@ class PipelineSettings(BaseSettings):
     # "service": page ranges go to the OCR service (Airflow connection `ocr_service`);
     # "local": the engine runs inside the extract task (text layer, else PP-OCR on CPU).
     ocr_mode: str = Field("local", pattern="^(service|local)$")
-    # Ranges that need OCR: the engine's token budget caps them, and so does this.
-    max_pages_per_range: int = Field(16, ge=1)
-    expected_tokens_per_page: int = Field(1200, ge=1, description="output reserve the token budget keeps per page")
-    # A document whose every page has a usable text layer needs no OCR: its pages cost
-    # milliseconds each, so bigger ranges save the per-task overhead that would dominate.
+    # Page ranges. The OCR service (or, in local mode, the engine) owns the hard limits:
+    # pages and bytes per request, its timeout, the token budget and its measured seconds
+    # per page; `plan` reads them and cuts ranges that fit all of them. The two caps here
+    # are this pipeline's own choice of fan-out, applied below those limits.
+    max_pages_per_range: int = Field(16, ge=1, description="pages of a range that needs OCR, at most")
+    # A range whose every page has a usable text layer costs milliseconds a page, so bigger
+    # ranges save the per-task overhead that would dominate.
     max_textlayer_pages_per_range: int = Field(64, ge=1)
+    # A range's expected seconds (pages x the service's seconds per page of their kind)
+    # stay under this share of the service's request timeout.
+    range_time_share: float = Field(0.5, gt=0, le=1)
+    # A range refused for size (413, 422 too_many_pages) or time (504), or with truncated,
+    # repeated or failed pages, is split in halves down to single pages. Off only to see
+    # what happens without it.
+    split_ranges: bool = True
     min_text_chars: int = Field(20, ge=0, description="text layer below this counts as scanned")
     max_attempts: int = Field(3, ge=1, description="failed runs of one version before quarantine")
+    # After a failed attempt a version waits before the next: base x 2^(attempts-1), capped,
+    # so a stuck document does not take the OCR pool on every scheduled run.
+    retry_backoff_s: float = Field(600, ge=0)
+    retry_backoff_max_s: float = Field(6 * 3600, ge=0)
 
     chunk_max_tokens: int = Field(200, ge=16)
     chunk_overlap_sentences: int = Field(1, ge=0)
@@ -122,6 +135,9 @@ class QualitySettings(BaseSettings):
 
     # pages, after OCR
     max_empty_page_share: float = Field(0.5, ge=0, le=1, description="share of pages with no text")
+    # A page that failed alone (split down to one page and still refused, truncated or
+    # failed) is left out; a document may lose this share of its pages and still be indexed.
+    max_failed_page_share: float = Field(0.05, ge=0, le=1)
     min_mean_confidence: float = Field(0.6, ge=0, le=1, description="mean OCR confidence, where the backend gives one")
     distinct_n: int = Field(20, ge=2)
     min_distinct_ratio: float = Field(0.3, ge=0, le=1, description="distinct-n per page; loops drive it to 0")

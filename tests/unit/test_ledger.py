@@ -1,5 +1,7 @@
-from kb.ledger import DELETED, FAILED, INDEXED, QUARANTINED, LedgerEntry, doc_id_for, pending_work
+from kb.ledger import LedgerEntry, Status, doc_id_for, pending_work
 from kb.objectstore import ObjectInfo
+
+DELETED, FAILED, INDEXED, QUARANTINED = Status.DELETED, Status.FAILED, Status.INDEXED, Status.QUARANTINED
 
 
 def obj(key, etag="e1", version="v1"):
@@ -41,3 +43,34 @@ def test_doc_ids_are_stable_and_distinct():
     assert doc_id_for("inbox", "a.pdf") == doc_id_for("inbox", "a.pdf")
     assert doc_id_for("inbox", "a.pdf") != doc_id_for("inbox", "b.pdf")
     assert doc_id_for("inbox", "a.pdf") != doc_id_for("other", "a.pdf")
+
+
+def test_a_failed_version_is_retried_only_once_its_backoff_has_passed():
+    from datetime import datetime, timedelta, timezone
+
+    from kb.ledger import backoff_delay, next_attempt_iso
+
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    waiting, due = entry("waiting.pdf", FAILED, attempts=1), entry("due.pdf", FAILED, attempts=2)
+    waiting.next_attempt_at = next_attempt_iso(1, 600, 3600, at=now)
+    due.next_attempt_at = (now - timedelta(seconds=1)).isoformat()
+    work = pending_work("inbox", [obj("waiting.pdf"), obj("due.pdf")], {e.doc_id: e for e in (waiting, due)},
+                        max_attempts=3, at=now)
+    assert [o.key for o in work.retry] == ["due.pdf"] and [o.key for o in work.backing_off] == ["waiting.pdf"]
+    later = pending_work("inbox", [obj("waiting.pdf")], {waiting.doc_id: waiting}, max_attempts=3,
+                         at=now + timedelta(seconds=601))
+    assert [o.key for o in later.retry] == ["waiting.pdf"]
+    assert [backoff_delay(n, 600, 3600) for n in (1, 2, 3, 4, 5)] == [600, 1200, 2400, 3600, 3600]
+
+
+def test_ledger_entries_written_before_backoff_existed_still_load():
+    old = {"doc_id": "d", "bucket": "inbox", "key": "a.pdf", "etag": "e", "version_id": None, "size": 1,
+           "status": "failed", "attempts": 1, "some_future_field": 1}
+    e = LedgerEntry.from_dict(old)
+    assert e.status == FAILED and e.next_attempt_at is None and e.due(datetime_now())
+
+
+def datetime_now():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)

@@ -8,7 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kb.ocr_client import OcrClient, OcrRejected, OcrUnavailable
+from kb.errors import RangeTimedOut, RangeTooLarge
+from kb.ocr_client import OcrClient, OcrRejected, OcrRequestRefused, OcrUnavailable
 
 
 class Scripted:
@@ -18,6 +19,9 @@ class Scripted:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.do_POST()
+
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 outer.calls += 1
@@ -57,14 +61,38 @@ def test_429_and_503_are_retried_then_succeed(first):
         server.close()
 
 
-@pytest.mark.parametrize("status, code", [(422, "encrypted_pdf"), (413, "file_too_large"), (401, "unauthorized")])
-def test_input_errors_are_not_retried(status, code):
+@pytest.mark.parametrize("status, code, error", [
+    (422, "encrypted_pdf", OcrRejected),  # the document's own defect: quarantined
+    (422, "corrupt_pdf", OcrRejected),
+    (413, "file_too_large", RangeTooLarge),  # our limits: the range is split
+    (422, "too_many_pages", RangeTooLarge),
+    (504, "timeout", RangeTimedOut),
+    (401, "unauthorized", OcrRequestRefused),  # our deployment's mistake: never the document's
+    (400, "bad_s3_uri", OcrRequestRefused),
+    (500, "internal_error", OcrUnavailable),
+])
+def test_final_answers_are_not_retried_and_say_whose_problem_they_are(status, code, error):
     server = Scripted([(status, {}, err(code)), OK])
     try:
-        with pytest.raises(OcrRejected) as info:
+        with pytest.raises(error) as info:
             OcrClient(server.url, "k", retries=3, backoff_s=0.01).parse(b"%PDF", 1, 1)
-        assert info.value.code == code and info.value.status == status and not info.value.retryable
-        assert server.calls == 1
+        assert code in str(info.value) and server.calls == 1
+        if error is OcrRejected:
+            assert info.value.code == code and info.value.status == status and not info.value.retryable
+    finally:
+        server.close()
+
+
+def test_limits_are_read_from_the_service():
+    body = {"request": {"max_pages": 10, "max_bytes": 2048, "timeout_s": 20.0},
+            "engine": {"ocr_backend": "ppocr", "max_pages_per_call": None, "token_budget": None,
+                       "seconds_per_page": {"textlayer": 0.02, "ppocr": 2.5}, "pace": {}}}
+    server = Scripted([(503, {}, err("not_ready")), (200, {}, body)])
+    try:
+        limits = OcrClient(server.url, "k", retries=2, backoff_s=0.01).limits()
+        assert (limits.max_pages, limits.max_bytes, limits.timeout_s) == (10, 2048, 20.0)
+        assert (limits.text_seconds_per_page, limits.scanned_seconds_per_page) == (0.02, 2.5)
+        assert limits.source == server.url and server.calls == 2
     finally:
         server.close()
 

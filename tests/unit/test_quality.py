@@ -47,6 +47,8 @@ def test_good_pages_pass(tmp_path):
     (_pages(p1={"confidence": 0.3}, p2={"confidence": 0.4}), ("expect_column_mean_to_be_between", "confidence"), 0.35),
     (_pages(p2={"audit": {"cer": 0.9}}), ("expect_column_values_to_be_between", "cer"), None),
     (_pages(p2={"markdown": "x" * 30_000}), ("expect_column_values_to_be_between", "chars"), None),
+    (_pages(p2={"markdown": "", "status": "failed", "reason": "range_timeout: 504"}),
+     ("expect_column_mean_to_be_between", "failed"), 1 / 3),
 ])
 def test_each_page_defect_fails_its_own_expectation(pages, expectation, observed, tmp_path):
     q = QualitySettings()
@@ -66,6 +68,14 @@ def test_thresholds_move_the_verdict(tmp_path):
         q = QualitySettings.with_overrides({"max_empty_page_share": share})
         frame = page_frame(pages, q.distinct_n)
         assert validate(frame, "t", pages_suite(q, 3, frame), "run", tmp_path).success is success
+
+
+def test_a_failed_page_within_the_share_passes_and_is_neither_empty_nor_a_loop(tmp_path):
+    pages = _pages(25, p7={"markdown": "", "status": "failed", "reason": "range_timeout: 504"})
+    q = QualitySettings()  # 1 of 25 pages is 0.04, within the default 0.05
+    frame = page_frame(pages, q.distinct_n)
+    assert frame["failed"].sum() == 1 and frame["empty"].sum() == 0 and math.isnan(frame["distinct"][6])
+    assert validate(frame, "t", pages_suite(q, 25, frame), "run", tmp_path).success
 
 
 def test_overrides_are_checked():
@@ -125,3 +135,16 @@ def test_alert_names_document_version_run_failures_and_report_and_escapes_html()
                      "s3://kb-artifacts/quarantine/d1/v9.json", "file:///docs/x.html"):
             assert part in text
     assert "<script>" not in alert.html() and "&lt;script&gt;" in alert.html()
+
+
+def test_an_alert_for_pages_left_out_names_each_page_and_its_reason():
+    record = {
+        "event": "pages-failed", "doc_id": "d1", "key": "manual.pdf", "version_id": "v2", "run_id": "manual__2",
+        "code": "pages_failed", "message": "indexed without 1 of 311 pages", "record": "failed-pages/d1/v2.json",
+        "failed_pages": [{"page": 7, "reason": "range_timeout: the OCR service answered 504"}],
+    }
+    alert = Alert.from_record(record, "kb-artifacts")
+    assert alert.subject == "[kb] indexed manual.pdf without 1 page(s)"
+    assert "page 7: range_timeout: the OCR service answered 504" in alert.text()
+    assert "s3://kb-artifacts/failed-pages/d1/v2.json" in alert.slack()["text"]
+    assert alert.slack()["kb"]["event"] == "pages-failed"

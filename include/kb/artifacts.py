@@ -1,0 +1,85 @@
+"""Where everything under the artifacts bucket lives: the one place that builds its keys.
+
+    ledger/<doc_id>.json                                  the document's ledger entry
+    pages/<doc_id>/<sha256>/<backend>/<first>-<last>.json one planned page range's results
+    pages/<doc_id>/<sha256>/<backend>/parts/<first>-<last>.json   a part of a split range, read
+    pages/<doc_id>/<sha256>/<backend>/splits/<first>-<last>.json  this range is split, never sent whole
+    quarantine/<doc_id>/<version>.json                    why a version was quarantined
+    quarantine/<doc_id>/<version>/...                     its page results and validation results
+    failed-pages/<doc_id>/<version>.json                  pages a version was indexed without
+    alerts/<doc_id>/<version>/<event>/<channel>.json      an alert went out (exactly once)
+    runs/<run_id>/summary.json                            a run's summary
+
+``version`` is the object's version id, or its ETag on a bucket without versioning.
+Page results are keyed by content (sha256), so the same bytes are never read twice.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class AlertEvent(StrEnum):
+    QUARANTINED = "quarantined"
+    PAGES_FAILED = "pages-failed"
+
+
+def safe(name: str) -> str:
+    """A run id (or any name) as one key segment."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+class ArtifactKeys:
+    LEDGER = "ledger/"
+    PAGES = "pages/"
+    QUARANTINE = "quarantine/"
+    ALERTS = "alerts/"
+
+    @classmethod
+    def ledger(cls, doc_id: str) -> str:
+        return f"{cls.LEDGER}{doc_id}.json"
+
+    @classmethod
+    def pages(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
+        return f"{cls.PAGES}{doc_id}/{sha256}/{backend}/{first:05d}-{last:05d}.json"
+
+    @classmethod
+    def range_part(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
+        return f"{cls.PAGES}{doc_id}/{sha256}/{backend}/parts/{first:05d}-{last:05d}.json"
+
+    @classmethod
+    def split_marker(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
+        return f"{cls.PAGES}{doc_id}/{sha256}/{backend}/splits/{first:05d}-{last:05d}.json"
+
+    @classmethod
+    def quarantine_record(cls, doc_id: str, version: str) -> str:
+        return f"{cls.quarantine_prefix(doc_id, version)}.json"
+
+    @classmethod
+    def quarantine_prefix(cls, doc_id: str, version: str) -> str:
+        return f"{cls.QUARANTINE}{doc_id}/{version}"
+
+    @classmethod
+    def quarantined_validation(cls, doc_id: str, version: str, suite: str) -> str:
+        return f"{cls.quarantine_prefix(doc_id, version)}/validation-{suite}.json"
+
+    @classmethod
+    def quarantined_pages_prefix(cls, doc_id: str, version: str) -> str:
+        return f"{cls.quarantine_prefix(doc_id, version)}/pages/"
+
+    @classmethod
+    def quarantined_pages(cls, doc_id: str, version: str, range_key: str) -> str:
+        """A copy of one range's results beside the quarantine record (same file name)."""
+        return cls.quarantined_pages_prefix(doc_id, version) + range_key.rsplit("/", 1)[-1]
+
+    @classmethod
+    def failed_pages_record(cls, doc_id: str, version: str) -> str:
+        return f"failed-pages/{doc_id}/{version}.json"
+
+    @classmethod
+    def alert_marker(cls, doc_id: str, version: str, event: AlertEvent, channel: str) -> str:
+        return f"{cls.ALERTS}{doc_id}/{version}/{event}/{channel}.json"
+
+    @classmethod
+    def run_summary(cls, run_id: str) -> str:
+        return f"runs/{safe(run_id)}/summary.json"
