@@ -5,16 +5,18 @@ New and changed documents in the `inbox` bucket become searchable chunks in Qdra
 
 1. **sense** lists the bucket and compares it with the ledger (ETag/version, then sha256).
 2. **plan** opens each document once, quarantines bad input, classifies pages and cuts
-   page ranges.
-3. **extract** runs once per page range in pool `gpu_ocr`, queue `gpu`; results go to the
-   artifacts bucket and only their keys travel through XCom.
+   page ranges that fit the limits the OCR service publishes (pages, bytes, time).
+3. **extract** runs once per page range in pool `gpu_ocr`, queue `gpu`; a range the service
+   refuses for a limit is split down to single pages; results go to the artifacts bucket
+   and only their keys travel through XCom.
 4. **index** (one per batch of documents) checks page coverage, chunks, embeds and upserts with
    deterministic ids, then drops the previous version's points.
    Great Expectations gates the pages (before chunking) and the chunks (before upsert); a
    document that fails a gate is quarantined and its older indexed version stays searchable.
 5. **report** writes the run summary and fails the run if any document failed.
-6. **alert** sends one e-mail and one webhook call per quarantined document (connections
-   `kb_alerts_smtp`, `kb_alerts_webhook`); a task that fails for good alerts once as well.
+6. **alert** sends one e-mail and one webhook call per quarantined document, and per document
+   indexed without some pages (connections `kb_alerts_smtp`, `kb_alerts_webhook`); a task
+   that fails for good alerts once as well.
 
 Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
 (a backfill; page results are reused), and `quality` to override data-quality thresholds
@@ -36,13 +38,13 @@ SCHEDULE = os.environ.get("KB_SCHEDULE", "*/5 * * * *") or None
 RETRY_DELAY_S = float(os.environ.get("KB_RETRY_DELAY_S", "15"))
 
 
-def _steps(params=None):
-    from kb.pipeline import Steps
+def _context(params=None):
+    from kb.pipeline import Context
     from kb.settings import PipelineSettings, QualitySettings
     from kb_airflow.hooks import ObjectStoreHook
 
     quality = QualitySettings.with_overrides((params or {}).get("quality"))
-    return Steps(ObjectStoreHook().store, PipelineSettings(), quality)
+    return Context(ObjectStoreHook().store, PipelineSettings(), quality)
 
 
 def _require_plan(planned) -> None:
@@ -56,7 +58,9 @@ def _require_plan(planned) -> None:
 
 def _results(indexed) -> list:
     """The per-document results of every index task, flattened (a failed task gave none)."""
-    return [r for i in range(len(indexed or [])) for r in (indexed[i] or [])]
+    from kb.pipeline.messages import DocumentResult
+
+    return [DocumentResult.from_dict(r) for i in range(len(indexed or [])) for r in (indexed[i] or [])]
 
 
 def _on_failure():
@@ -88,21 +92,28 @@ def kb_ingest():
         from airflow.sdk.exceptions import AirflowFailException
 
         from kb.errors import BadParams
+        from kb.pipeline.sense import sense
 
         try:
-            steps = _steps(params)
+            ctx = _context(params)
         except BadParams as exc:  # a retry cannot fix the run's params
             raise AirflowFailException(str(exc)) from exc
-        return steps.sense(prefix=params["prefix"], force=params["force"])
+        return sense(ctx, prefix=params["prefix"], force=params["force"]).as_dict()
 
     @task
     def retire(sensed: dict, run_id=None) -> int:
-        return _steps().retire(sensed["deleted"], run_id)
+        from kb.pipeline.index import retire
+
+        return retire(_context(), sensed["deleted"], run_id)
 
     @task
     def plan(sensed: dict, run_id=None) -> dict:
-        return _steps().plan(sensed["todo"], run_id, force=sensed.get("force", False),
-                             signature=sensed.get("index_signature"))
+        from kb.pipeline.messages import Sensed
+        from kb.pipeline.plan import plan
+        from kb_airflow.hooks import range_limits
+
+        ctx = _context()
+        return plan(ctx, Sensed.from_dict(sensed), run_id, range_limits(ctx.settings)).as_dict()
 
     # Airflow maps only over a task's whole return value, so the plan's two lists are
     # picked out by a trivial task each.
@@ -112,47 +123,56 @@ def kb_ingest():
 
     @task(pool="gpu_ocr", queue="gpu", retries=2)
     def extract(rng: dict, run_id=None, params=None) -> str | None:
-        steps = _steps(params)
-        if steps.settings.ocr_mode == "service":
-            from kb_airflow.hooks import OcrServiceHook
+        from kb.pipeline.extract import extract
+        from kb.pipeline.messages import PageRange
+        from kb_airflow.hooks import range_extractor
 
-            client = OcrServiceHook().client
-            return steps.extract(rng, extractor=client.parse, run_id=run_id)
-        return steps.extract(rng, run_id=run_id)
+        ctx = _context(params)
+        return extract(ctx, PageRange.from_dict(rng), range_extractor(ctx.settings), run_id=run_id)
 
     # all_done: one document's failed range must not keep the others out of the index;
     # indexing notices the missing range and records that document's failure in the ledger.
     @task(trigger_rule="all_done")
     def index(batch: list, run_id=None, params=None) -> list:
-        return _steps(params).index_batch(batch, run_id)
+        from kb.pipeline.index import index_batch
+        from kb.pipeline.messages import PlannedDocument
 
-    # One alert per quarantined document (bad input, a failed gate, a refusal by the OCR
-    # service); retried on its own, and a retry sends only what did not go out.
+        documents = [PlannedDocument.from_dict(d) for d in batch]
+        return [r.as_dict() for r in index_batch(_context(params), documents, run_id)]
+
+    # One alert per quarantined document version (bad input, a failed gate, a refusal by the
+    # OCR service) and per version indexed without some pages; retried on its own, and a
+    # retry sends only what did not go out.
     @task(trigger_rule="all_done", retries=3)
     def alert(planned: dict, indexed, run_id=None) -> dict:
         from airflow.sdk import get_current_context
 
+        from kb.pipeline.messages import Plan
         from kb_airflow.notifiers import send_document_alerts
 
         _require_plan(planned)
-        results = list(planned.get("quarantined", [])) + _results(indexed)
-        return send_document_alerts(_steps(), results, get_current_context(), run_id)
+        results = Plan.from_dict(planned).quarantined + _results(indexed)
+        return send_document_alerts(_context(), results, get_current_context(), run_id)
 
     @task(trigger_rule="all_done", retries=0)
     def report(sensed: dict, planned: dict, indexed, run_id=None, dag_run=None):
         from airflow.sdk.exceptions import AirflowFailException
+
+        from kb.pipeline.messages import Plan, Sensed
+        from kb.pipeline.report import report
 
         _require_plan(planned)
         results = _results(indexed)
         seconds = None
         if dag_run is not None and dag_run.start_date is not None:
             seconds = round((pendulum.now("UTC") - dag_run.start_date).total_seconds(), 2)
-        summary = _steps().report(run_id, sensed, planned, results, seconds=seconds)
-        unfinished = len(planned["documents"]) - len(results)
+        plan_ = Plan.from_dict(planned)
+        summary = report(_context(), run_id, Sensed.from_dict(sensed), plan_, results, seconds=seconds)
+        unfinished = len(plan_.documents) - len(results)
         if summary["documents_failed"] or unfinished:
             raise AirflowFailException(
                 f"{summary['documents_failed']} document(s) failed and {unfinished} did not finish; "
-                "the ledger retries them next run"
+                "the ledger retries them in a later run, after a backoff"
             )
         return summary
 

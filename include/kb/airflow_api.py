@@ -111,3 +111,25 @@ class AirflowClient:
             if time.monotonic() > deadline:
                 raise AirflowApiError(f"run {run_id} still {progress.state} after {timeout_s:.0f}s")
             time.sleep(poll_s)
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    state: str
+    summary: dict[str, Any] | None  # the report task's run summary, when it wrote one
+
+
+def run_and_wait(client: AirflowClient, dag_id: str, conf: dict[str, Any], timeout_s: float,
+                 echo: Callable[[str], None] = print, poll_s: float = 2.0) -> RunOutcome:
+    """Trigger ``dag_id`` with ``conf``, show its progress until it ends, return its summary."""
+    client.wait_for_dag(dag_id)
+    run_id = client.trigger(dag_id, conf)
+    echo(f"triggered {dag_id} run {run_id}")
+    progress = client.follow(dag_id, run_id, timeout_s=timeout_s, echo=echo, poll_s=poll_s)
+    summary = None
+    try:
+        summary = client.xcom(dag_id, run_id, "report")
+    except AirflowApiError:  # the report task skipped or failed before writing one
+        pass
+    return RunOutcome(run_id, progress.state, summary)

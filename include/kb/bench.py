@@ -60,9 +60,9 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
 
 
 def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0) -> dict[str, Any]:
-    from kb.cli import run_dag_and_wait
     from kb.objectstore import ObjectStore
     from kb.settings import PipelineSettings, StackSettings
+    from kb.stack import run_ingest
     from kb.vectorstore import VectorStore
 
     settings = PipelineSettings()
@@ -88,26 +88,26 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
         # Warm-up: a run over an empty prefix, so the first task processes' cold imports
         # after `kb up` are not charged to the measured run (the direct script is a fresh
         # process and pays its own imports and model load).
-        warm = run_dag_and_wait(stack_settings, {"prefix": prefix + "warm-up/", "force": False}, timeout_s,
+        warm = run_ingest(stack_settings, {"prefix": prefix + "warm-up/", "force": False}, timeout_s,
                                 echo=lambda _l: None, poll_s=0.5)
-        if warm["state"] != "success":
-            raise KbError(f"the warm-up run {warm['run_id']} ended {warm['state']}")
+        if warm.state != "success":
+            raise KbError(f"the warm-up run {warm.run_id} ended {warm.state}")
         for f in files:
             store.put_bytes(settings.inbox_bucket, prefix + f.name, f.read_bytes(), content_type="application/pdf")
         started = time.perf_counter()
-        result = run_dag_and_wait(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None,
+        result = run_ingest(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None,
                                   poll_s=0.5)
         dag_s = time.perf_counter() - started
-        summary = result["summary"] or {}
-        if result["state"] != "success" or summary.get("pages") != total_pages:
-            raise KbError(f"the benchmark run {result['run_id']} ended {result['state']} with "
+        summary = result.summary or {}
+        if result.state != "success" or summary.get("pages") != total_pages:
+            raise KbError(f"the benchmark run {result.run_id} ended {result.state} with "
                           f"{summary.get('pages')} of {total_pages} pages indexed; see its task logs")
 
     # Leave the knowledge base as it was: the bench's documents leave the inbox, and a
     # run over their prefix retires their points (not timed).
     for f in files:
         store.remove(settings.inbox_bucket, prefix + f.name)
-    cleanup = run_dag_and_wait(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None)
+    cleanup = run_ingest(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None)
     with VectorStore.open(settings) as vs:
         vs.client.delete_collection(direct_collection)
 
@@ -115,11 +115,11 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
         "documents": documents,
         "pages": total_pages,
         "direct": {"seconds": round(direct_s, 2), "pages_per_s": round(total_pages / direct_s, 2), **direct_counts},
-        "dag": {"seconds": round(dag_s, 2), "pages_per_s": round(total_pages / dag_s, 2), "state": result["state"],
+        "dag": {"seconds": round(dag_s, 2), "pages_per_s": round(total_pages / dag_s, 2), "state": result.state,
                 "pages_indexed": summary.get("pages"), "chunks": summary.get("chunks"),
                 "run_seconds": summary.get("seconds")},
         "ratio_dag_over_direct": round(dag_s / direct_s, 3),
-        "cleanup_state": cleanup["state"],
+        "cleanup_state": cleanup.state,
     }
     out["table"] = (
         f"{'path':8} {'pages':>6} {'chunks':>7} {'seconds':>8} {'pages/s':>8}\n"

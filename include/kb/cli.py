@@ -6,13 +6,10 @@ import argparse
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from kb.errors import KbError
-
-DAG_ID = "kb_ingest"
 
 
 def _stack_settings():
@@ -82,32 +79,6 @@ def _files(paths: list[str]) -> list[tuple[Path, str]]:
     return out
 
 
-def _airflow_client(s):
-    from kb.airflow_api import AirflowClient
-    from kb.stack import airflow_base_url, read_env_file, require_running, secrets_path
-
-    require_running(s, "airflow")
-    password = read_env_file(secrets_path(s.state_dir)).get("KB_AIRFLOW_PASSWORD")
-    return AirflowClient(airflow_base_url(s), s.airflow_user, password or "")
-
-
-def run_dag_and_wait(s, conf: dict[str, Any], timeout_s: float, echo=print, poll_s: float = 2.0) -> dict[str, Any]:
-    client = _airflow_client(s)
-    try:
-        client.wait_for_dag(DAG_ID)
-        run_id = client.trigger(DAG_ID, conf)
-        echo(f"triggered {DAG_ID} run {run_id}")
-        progress = client.follow(DAG_ID, run_id, timeout_s=timeout_s, echo=echo, poll_s=poll_s)
-        summary = None
-        try:
-            summary = client.xcom(DAG_ID, run_id, "report")
-        except KbError:
-            pass
-        return {"run_id": run_id, "state": progress.state, "summary": summary}
-    finally:
-        client.close()
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
     from kb.objectstore import ObjectStore
     from kb.settings import PipelineSettings
@@ -123,36 +94,49 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         uploaded.append(info)
         print(f"uploaded s3://{p.inbox_bucket}/{key} ({info.size} bytes)")
     if not args.wait:
-        print(f"{len(files)} file(s) uploaded; the scheduled {DAG_ID} run picks them up (or use --wait)")
+        print(f"{len(files)} file(s) uploaded; the scheduled kb_ingest run picks them up (or use --wait)")
         return 0
-    result = run_dag_and_wait(s, {"prefix": args.prefix, "force": args.force}, args.timeout)
-    summary = result["summary"] or {}
+    from kb.stack import run_ingest
+
+    result = run_ingest(s, {"prefix": args.prefix, "force": args.force}, args.timeout)
+    summary = result.summary or {}
     if summary:
         print(
-            f"run {result['state']}: {summary.get('documents_indexed', 0)} indexed, "
+            f"run {result.state}: {summary.get('documents_indexed', 0)} indexed, "
             f"{summary.get('documents_unchanged', 0)} unchanged, {summary.get('documents_quarantined', 0)} quarantined, "
             f"{summary.get('documents_failed', 0)} failed; {summary.get('pages', 0)} pages, {summary.get('chunks', 0)} chunks"
+            + (f"; {summary['ranges_split']} range(s) split to fit the OCR service" if summary.get("ranges_split") else "")
         )
         for q in summary.get("quarantine", []):
             print(f"  quarantined {q['key']}: {q['code']}: {q['message']}")
+        for f in summary.get("failed", []):
+            print(f"  failed {f['key']}: {f['code']}: {f['message']} (next try not before {f['next_attempt_at']})")
+        for p_ in summary.get("pages_failed", []):
+            print(f"  {p_['key']} page {p_['page']} left out: {p_['reason']}")
     else:
-        print(f"run {result['state']}")
+        print(f"run {result.state}")
     _print_outcomes(store, p, uploaded)
-    return 0 if result["state"] == "success" else 1
+    return 0 if result.state == "success" else 1
 
 
 def _print_outcomes(store, p, uploaded) -> None:
     """Where each uploaded file stands now, from the ledger: the run summary counts only what
     that run did, and a scheduled run may have indexed the files just before it."""
-    from kb.ledger import Ledger, doc_id_for
+    from kb.ledger import Ledger, Status, doc_id_for
 
     ledger = Ledger(store, p.artifacts_bucket)
     for info in uploaded:
         entry = ledger.get(doc_id_for(info.bucket, info.key))
         if entry is None or not entry.same_version(info):
             print(f"  {info.key}: not processed yet (a run will pick it up)")
-        elif entry.status == "indexed":
-            print(f"  {info.key}: indexed, {entry.pages} pages, {entry.chunks} chunks")
+        elif entry.status == Status.INDEXED:
+            missing = f", indexed without page(s) {', '.join(str(f['page']) for f in entry.failed_pages)}" \
+                if entry.failed_pages else ""
+            print(f"  {info.key}: indexed, {entry.pages} pages, {entry.chunks} chunks{missing}")
+        elif entry.status == Status.FAILED:
+            error = entry.error or {}
+            print(f"  {info.key}: failed (attempt {entry.attempts}, next not before {entry.next_attempt_at}): "
+                  f"{error.get('code')}: {error.get('message')}")
         else:
             error = entry.error or {}
             print(f"  {info.key}: {entry.status}: {error.get('code')}: {error.get('message')}")
@@ -230,6 +214,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_corpus(args: argparse.Namespace) -> int:
+    from kb.bench_corpus import bench_corpus
+
+    _client_env()
+    result = bench_corpus(Path(args.dest), timeout_s=args.timeout, echo=(lambda _l: None) if args.json else print)
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else result["table"])
+    return 0 if not result["totals"]["not_indexed"] else 1
+
+
 # --- entry point -----------------------------------------------------------------------
 
 
@@ -302,6 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--timeout", type=float, default=1800.0)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
+    b = bench.add_parser("corpus", help="the real corpus (include/corpus) through the stack: a row per document, "
+                                        "pages/s for born-digital and for scanned pages")
+    b.add_argument("--dest", default=".kb/corpus", help="where the corpus is fetched to (kept between runs)")
+    b.add_argument("--timeout", type=float, default=7200.0)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_corpus)
     return parser
 
 

@@ -27,6 +27,7 @@ from kb.errors import PortInUse, ServiceDidNotStart, StackNotRunning
 from kb.settings import PipelineSettings, StackSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+INGEST_DAG_ID = "kb_ingest"
 SECRET_NAMES = ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY", "KB_AIRFLOW_PASSWORD", "KB_AIRFLOW_JWT_SECRET",
                 "KB_OCR_API_KEY", "KB_OCR_S3_ACCESS_KEY", "KB_OCR_S3_SECRET_KEY")
 
@@ -490,6 +491,27 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
     out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),
                      "prepared": bool(p.qdrant_url) or p.resolved_qdrant_path.exists(), "collection": p.collection}
     return out
+
+
+def airflow_client(s: StackSettings):
+    """A REST client of the running stack's Airflow, logged in with the stack's password."""
+    from kb.airflow_api import AirflowClient
+
+    require_running(s, "airflow")
+    password = read_env_file(secrets_path(s.state_dir)).get("KB_AIRFLOW_PASSWORD")
+    return AirflowClient(airflow_base_url(s), s.airflow_user, password or "")
+
+
+def run_ingest(s: StackSettings, conf: dict[str, Any], timeout_s: float, echo: Callable[[str], None] = print,
+               poll_s: float = 2.0):
+    """One run of kb_ingest on the running stack, followed to its end (``RunOutcome``)."""
+    from kb.airflow_api import run_and_wait
+
+    client = airflow_client(s)
+    try:
+        return run_and_wait(client, INGEST_DAG_ID, conf, timeout_s, echo=echo, poll_s=poll_s)
+    finally:
+        client.close()
 
 
 def require_running(s: StackSettings, part: str) -> None:

@@ -71,3 +71,28 @@ class OcrServiceHook(BaseHook):
         base = f"{scheme}://{conn.host}:{conn.port}" if conn.port else f"{scheme}://{conn.host}"
         tuning = {k: extra[k] for k in ("connect_timeout_s", "read_timeout_s", "retries", "backoff_s") if k in extra}
         return OcrClient(base, conn.password, **tuning)
+
+
+# Where page ranges are read decides who states their limits: the OCR service (through
+# its hook) or the engine in the task's own process (KB_OCR_MODE).
+
+
+def range_limits(settings):
+    """The ``kb.limits.RangeLimits`` that ``plan`` cuts ranges from."""
+    if settings.ocr_mode == "service":
+        return OcrServiceHook().client.limits()
+    from kb.limits import RangeLimits
+    from kb.pipeline.extract import local_engine
+
+    return RangeLimits.from_engine(local_engine())
+
+
+def range_extractor(settings):
+    """What ``extract`` reads a page range with."""
+    if settings.ocr_mode == "service":
+        from kb.pipeline.extract import ServiceExtractor
+
+        return ServiceExtractor(OcrServiceHook().client)
+    from kb.pipeline.extract import engine_extractor
+
+    return engine_extractor

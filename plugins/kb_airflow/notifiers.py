@@ -83,23 +83,26 @@ def send(channel: str, subject: str, html: str, payload: dict[str, Any], context
         raise ValueError(f"unknown alert channel {channel!r}")
 
 
-def send_document_alerts(steps, results: list[dict[str, Any]], context, run_id: str) -> dict[str, int]:
-    """One alert per quarantined document version on every configured channel.
-
-    A channel that fails is retried by the task; channels already sent are not repeated.
+def send_document_alerts(ctx, results, context, run_id: str) -> dict[str, int]:
+    """One alert per document version and event (quarantined, indexed without some pages)
+    on every configured channel. ``ctx`` is a ``kb.pipeline.Context``; ``results`` are
+    ``DocumentResult``s. A channel that fails is retried by the task; channels already
+    sent are not repeated.
     """
+    from kb.pipeline.alerts import mark_alerted, pending_alerts
+
     channels = configured_channels()
     sent, errors = 0, []
-    for item in steps.pending_alerts(results, channels):
-        alert = item["alert"]
-        for channel in item["channels"]:
+    for item in pending_alerts(ctx, results, channels):
+        alert = item.alert
+        for channel, marker in item.markers.items():
             try:
                 send(channel, alert.subject, alert.html(), alert.slack(), context)
             except Exception as exc:  # noqa: BLE001 - the other channels still go out
                 log.error("alert for %s on %s failed: %s", alert.key, channel, exc)
                 errors.append(f"{alert.key} on {channel}: {exc}")
                 continue
-            steps.mark_alerted(item["marker"], channel, run_id)
+            mark_alerted(ctx, marker, run_id)
             sent += 1
     if errors:
         raise RuntimeError(f"{len(errors)} alert(s) not sent; the retry sends only those: {errors[:3]}")

@@ -18,14 +18,14 @@ def load_dag():
 
 def run_ingest(**conf: Any):
     """One run of kb_ingest; returns (dag run, the run summary the report task wrote)."""
+    from kb.artifacts import ArtifactKeys
     from kb.objectstore import ObjectStore
-    from kb.pipeline import _safe
     from kb.settings import PipelineSettings
 
     dag = load_dag()
     dr = dag.test(run_conf={"prefix": "", "force": False, **conf})
     settings = PipelineSettings()
-    summary = ObjectStore.from_settings().get_json(settings.artifacts_bucket, f"runs/{_safe(dr.run_id)}/summary.json")
+    summary = ObjectStore.from_settings().get_json(settings.artifacts_bucket, ArtifactKeys.run_summary(dr.run_id))
     return dr, summary
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kb.ledger import QUARANTINED, Ledger, doc_id_for
+from kb.ledger import Ledger, Status, doc_id_for
 from tests.integration.dagrun import points_by_doc, run_ingest
 from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, truncated_pdf
 
@@ -44,7 +44,7 @@ def test_bad_inputs_are_quarantined_and_the_good_one_is_indexed(kb_env, airflow_
         assert record["version_id"] == versions[key]
         assert record["bucket"] == kb_env["inbox"]
         entry = ledger.get(doc_id_for(kb_env["inbox"], key))
-        assert entry.status == QUARANTINED and entry.error["code"] == code
+        assert entry.status == Status.QUARANTINED and entry.error["code"] == code
         assert points_by_doc(key) == []
 
     # not retried: the next run sees nothing to do and writes no new records

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kb.objectstore import ObjectStore
-from kb.pipeline import Steps
+from kb.pipeline.extract import extract
+from kb.pipeline.index import index_batch
+from kb.pipeline.sense import sense
+from tests.integration.stages import context, plan_run
 from kb.settings import PipelineSettings
 from tests.integration.dagrun import points_by_doc, run_ingest
 from tests.pdfs import coded_pages, make_pdf
@@ -67,20 +69,20 @@ def _points_with_vectors(key: str):
 
 
 def test_a_new_embedder_or_sparse_scheme_is_a_change_the_ledger_sees(kb_env, embedder, monkeypatch, tmp_path):
-    steps = Steps(ObjectStore.from_settings(), PipelineSettings())
+    ctx = context()
     kb_env["store"].put_bytes(kb_env["inbox"], "manual.pdf", make_pdf(coded_pages("manual", 2)))
-    plan = steps.plan(steps.sense()["todo"], run_id="run-1")
-    for rng in plan["ranges"]:
-        steps.extract(rng)
-    steps.index_batch(plan["documents"], run_id="run-1")
-    assert steps.sense()["todo"] == []
+    plan = plan_run(ctx, "run-1")
+    for rng in plan.ranges:
+        extract(ctx, rng)
+    index_batch(ctx, plan.documents, run_id="run-1")
+    assert sense(ctx).todo == []
 
     monkeypatch.setenv("KB_SPARSE_TOKENIZER", "jieba")
-    assert [o["key"] for o in Steps(steps.store, PipelineSettings()).sense()["todo"]] == ["manual.pdf"]
+    assert [o.key for o in sense(context()).todo] == ["manual.pdf"]
     monkeypatch.delenv("KB_SPARSE_TOKENIZER")
 
     from tests.embedders import tiny_embedder_dir
 
     monkeypatch.setenv("KB_EMBED_MODEL_DIR", str(tiny_embedder_dir(tmp_path)))
-    assert [o["key"] for o in Steps(steps.store, PipelineSettings()).sense()["todo"]] == ["manual.pdf"]
+    assert [o.key for o in sense(context()).todo] == ["manual.pdf"]
     assert points_by_doc("manual.pdf"), "nothing is deleted until the re-index is in"

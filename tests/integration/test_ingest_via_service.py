@@ -58,16 +58,57 @@ def test_an_image_only_pdf_becomes_searchable_with_its_pages(via_service, airflo
     assert {p["backend"] for p in result["pages"]} == {"ppocr"}
 
 
-def test_a_document_the_service_refuses_is_quarantined_and_the_run_succeeds(via_service, airflow_db, monkeypatch):
-    # The service takes at most 8 pages a request; ranges of 10 pages are refused with 422.
+def _statuses(base: str) -> dict[str, float]:
+    """Requests to /v1/parse by status, from the service's own metrics."""
+    import re
+
+    import httpx
+
+    text = httpx.get(f"{base}/metrics").text
+    return {m[0]: float(m[1]) for m in re.findall(r'ocr_requests_total\{route="/v1/parse",status="(\d+)"\} (\S+)', text)}
+
+
+def test_a_document_longer_than_the_services_page_limit_is_cut_to_fit_and_indexed_whole(
+        via_service, ocr_service, airflow_db, monkeypatch):
+    # The service takes at most 8 pages a request; the pipeline's own cap would allow 10.
     monkeypatch.setenv("KB_MAX_TEXTLAYER_PAGES_PER_RANGE", "10")
     store = via_service["store"]
     store.put_bytes(via_service["inbox"], "long.pdf", make_pdf(coded_pages("long", 10)))
     store.put_bytes(via_service["inbox"], "short.pdf", make_pdf(coded_pages("short", 2)))
+    before = _statuses(ocr_service["base"])
     dr, summary = run_ingest()
     assert dr.state == "success"
-    assert summary["documents_indexed"] == 1 and summary["documents_quarantined"] == 1
-    [q] = summary["quarantine"]
-    assert q["key"] == "long.pdf" and q["code"] == "too_many_pages"  # the service's own code, kept
-    assert "OCR service answered 422" in q["message"]
-    assert points_by_doc("long.pdf") == [] and points_by_doc("short.pdf")
+    assert summary["documents_indexed"] == 2 and summary["documents_quarantined"] == 0 and summary["pages"] == 12
+    assert summary["limits"]["max_pages"] == 8 and summary["limits"]["source"].endswith(str(ocr_service["port"]))
+    assert summary["ranges_split"] == 0, "the plan read the limit: nothing had to be split"
+    after = _statuses(ocr_service["base"])
+    assert after.get("422", 0) == before.get("422", 0), "no range was refused"
+    pages = {n for p in points_by_doc("long.pdf") for n in p.payload["pages"]}
+    assert pages == set(range(1, 11))
+
+
+def test_ranges_the_service_times_out_are_split_until_they_pass(via_service, s3_server, airflow_db, tmp_path,
+                                                                 monkeypatch):
+    # 12 scanned pages at ~0.4 s each, a 3 s timeout, and a service that believes a page
+    # takes 0.1 s (an optimistic prior, as before any page was timed): the plan sends
+    # all 12 in one range, the service answers 504, the pipeline splits.
+    with start_service(s3_server, tmp_path, {
+        "OCR_SERVICE_API_KEYS": KEY, "OCR_SERVICE_REQUEST_TIMEOUT_S": "3",
+        "OCR_SECONDS_PER_PAGE_PRIOR": '{"textlayer": 0.01, "ppocr": 0.1}',
+    }) as svc:
+        monkeypatch.setenv("AIRFLOW_CONN_OCR_SERVICE", json.dumps({
+            "conn_type": "http", "host": "127.0.0.1", "port": svc["port"], "schema": "http", "password": KEY,
+            "extra": {"retries": 2, "backoff_s": 0.2},
+        }))
+        monkeypatch.setenv("KB_MAX_PAGES_PER_RANGE", "16")
+        store = via_service["store"]
+        store.put_bytes(via_service["inbox"], "scans/box-12.pdf", image_only(coded_pages("box", 12)))
+        dr, summary = run_ingest()
+        statuses = _statuses(svc["base"])
+    assert dr.state == "success", summary
+    assert summary["documents_indexed"] == 1 and summary["pages"] == 12 and summary["pages_failed"] == []
+    assert summary["ranges"] == 1 and summary["ranges_split"] >= 1
+    assert statuses.get("504", 0) >= 1 and statuses.get("200", 0) >= 2
+    points = points_by_doc("scans/box-12.pdf")
+    assert {n for p in points for n in p.payload["pages"]} == set(range(1, 13))
+    assert all("manual" in p.payload["text"] for p in points), "each page's own text, read by OCR"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.ledger import QUARANTINED, Ledger, doc_id_for
-from kb.pipeline import Steps
+from kb.artifacts import ArtifactKeys
+from kb.ledger import Ledger, Status, doc_id_for
 from tests.integration.dagrun import points_by_doc, run_ingest
 from tests.pdfs import coded_pages, make_pdf
 from tests.receivers import body_text, smtp_receiver, webhook_receiver
@@ -45,7 +45,7 @@ def _seed_result(kb_env, key: str, pages: list[dict]) -> None:
 
     data = kb_env["store"].get_bytes(kb_env["inbox"], key)
     doc_id, sha = doc_id_for(kb_env["inbox"], key), hashlib.sha256(data).hexdigest()
-    kb_env["store"].put_json(kb_env["artifacts"], Steps.range_key(doc_id, sha, 1, 3), {
+    kb_env["store"].put_json(kb_env["artifacts"], ArtifactKeys.pages(doc_id, sha, 1, 3), {
         "doc_id": doc_id, "sha256": sha, "first": 1, "last": 3, "seconds": 0.0, "pages": pages,
     })
 
@@ -108,7 +108,7 @@ def test_bad_versions_are_quarantined_alerted_once_and_the_old_version_stays_sea
     # --- the old versions are what Qdrant holds, and a search still finds them --------
     for name in NAMES:
         entry = Ledger(store, kb_env["artifacts"]).get(doc_id_for(inbox, f"{name}.pdf"))
-        assert entry.status == QUARANTINED and entry.error["code"] == "validation_failed"
+        assert entry.status == Status.QUARANTINED and entry.error["code"] == "validation_failed"
         assert entry.indexed_sha256 == v1[name], "the ledger must still name the searchable version"
         points = points_by_doc(f"{name}.pdf")
         assert points and {p.payload["sha256"] for p in points} == {v1[name]}
@@ -161,3 +161,30 @@ def test_a_task_that_fails_after_its_retries_alerts_once(kb_env, receivers, monk
     body = hook[0][1]
     assert body["kb"]["task"] == "sense" and body["kb"]["run_id"] == dr.run_id and "NoSuchBucket" in body["text"]
     assert receivers["smtp"]["logins"] == ["alerts"], "the connection's credentials were used"
+
+
+def test_a_document_indexed_without_a_page_says_so_in_summary_ledger_and_one_alert(kb_env, receivers):
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    smtp, hook = receivers["smtp"]["messages"], receivers["webhook"]["calls"]
+    text = coded_pages("gap", 3)
+    store.put_bytes(inbox, "gap.pdf", make_pdf(text))
+    # what extraction stores when page 2 still fails alone after its range was split
+    reason = "range_timeout: the OCR service answered 504 timeout: parsing took longer than 20s"
+    _seed_result(kb_env, "gap.pdf", [_page(1, text[0]), {**_page(2, "", "failed"), "reason": reason}, _page(3, text[2])])
+
+    dr, summary = run_ingest(quality={"max_failed_page_share": 0.5})
+    assert dr.state == "success" and summary["documents_indexed"] == 1, summary
+    assert summary["pages_failed"] == [{"key": "gap.pdf", "page": 2, "reason": reason}]
+    entry = Ledger(store, kb_env["artifacts"]).get(doc_id_for(inbox, "gap.pdf"))
+    assert entry.status == Status.INDEXED and entry.failed_pages == [{"page": 2, "reason": reason}]
+    assert {n for p in points_by_doc("gap.pdf") for n in p.payload["pages"]} == {1, 3}
+
+    assert len(smtp) == 1 and len(hook) == 1, ([m["Subject"] for m in smtp], hook)
+    assert smtp[0]["Subject"] == "[kb] indexed gap.pdf without 1 page(s)"
+    body = hook[0][1]
+    assert body["kb"]["event"] == "pages-failed" and f"page 2: {reason}" in body["text"]
+    assert f"page 2: {reason}" in body_text(smtp[0])
+
+    smtp.clear(), hook.clear()
+    run_ingest(force=True, quality={"max_failed_page_share": 0.5})  # the same version again: no second alert
+    assert smtp == [] and hook == []

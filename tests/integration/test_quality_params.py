@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from kb.errors import ValidationFailed
-from kb.ledger import INDEXED, QUARANTINED, Ledger, doc_id_for
-from kb.objectstore import ObjectStore
-from kb.pipeline import Steps
-from kb.settings import PipelineSettings, QualitySettings
+from kb.ledger import Ledger, Status, doc_id_for
+from kb.pipeline.extract import extract
+from kb.pipeline.index import check_pages
+from kb.settings import QualitySettings
+from tests.integration.stages import context, plan_run
 from tests.integration.dagrun import run_ingest
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
 
@@ -21,11 +22,11 @@ def test_a_run_can_relax_a_threshold_and_bad_params_fail_the_run_without_retries
     entry = lambda: Ledger(kb_env["store"], kb_env["artifacts"]).get(doc_id_for(kb_env["inbox"], "blank.pdf"))  # noqa: E731
 
     dr, summary = run_ingest()
-    assert summary["documents_quarantined"] == 1 and entry().status == QUARANTINED
+    assert summary["documents_quarantined"] == 1 and entry().status == Status.QUARANTINED
     assert "expect_column_mean_to_be_between on empty" in entry().error["message"]
 
     dr, summary = run_ingest(force=True, quality={"max_empty_page_share": 0.9})
-    assert summary["documents_indexed"] == 1 and entry().status == INDEXED
+    assert summary["documents_indexed"] == 1 and entry().status == Status.INDEXED
 
     dr, _ = run_ingest(quality={"max_empty_share": 0.9})
     assert dr.state == "failed"
@@ -34,17 +35,17 @@ def test_a_run_can_relax_a_threshold_and_bad_params_fail_the_run_without_retries
 
 
 def test_the_cer_audit_compares_ocr_with_the_text_layer(kb_env):
-    steps = Steps(ObjectStore.from_settings(), PipelineSettings(), QualitySettings(cer_audit=True))
+    ctx = context(QualitySettings(cer_audit=True))
     kb_env["store"].put_bytes(kb_env["inbox"], "audited.pdf", make_pdf(coded_pages("audited", 2)))
-    plan = steps.plan(steps.sense()["todo"], run_id="run-1")
-    [rng] = plan["ranges"]
-    result = kb_env["store"].get_json(kb_env["artifacts"], steps.extract(rng))
+    plan = plan_run(ctx, "run-1")
+    [rng] = plan.ranges
+    result = kb_env["store"].get_json(kb_env["artifacts"], extract(ctx, rng))
     audited = [p for p in result["pages"] if "audit" in p]
     assert len(audited) == 1 and audited[0]["page"] == 1, "one text-layer page per range is OCR'd as well"
     assert 0 <= audited[0]["audit"]["cer"] < 0.2, audited[0]["audit"]
 
-    [document] = plan["documents"]
-    steps.check_pages(document, result["pages"])  # passes at the default threshold
+    [document] = plan.documents
+    check_pages(ctx, document, result["pages"])  # passes at the default threshold
 
 
 def _scan_with_a_wrong_text_layer() -> bytes:
@@ -61,11 +62,11 @@ def _scan_with_a_wrong_text_layer() -> bytes:
 
 
 def test_a_text_layer_that_does_not_match_the_image_fails_the_cer_expectation(kb_env):
-    steps = Steps(ObjectStore.from_settings(), PipelineSettings(), QualitySettings(cer_audit=True))
+    ctx = context(QualitySettings(cer_audit=True))
     kb_env["store"].put_bytes(kb_env["inbox"], "archive.pdf", _scan_with_a_wrong_text_layer())
-    plan = steps.plan(steps.sense()["todo"], run_id="run-1")
-    [rng], [document] = plan["ranges"], plan["documents"]
-    pages = kb_env["store"].get_json(kb_env["artifacts"], steps.extract(rng))["pages"]
+    plan = plan_run(ctx, "run-1")
+    [rng], [document] = plan.ranges, plan.documents
+    pages = kb_env["store"].get_json(kb_env["artifacts"], extract(ctx, rng))["pages"]
     assert pages[0]["backend"] == "textlayer" and pages[0]["audit"]["cer"] > 0.5
     with pytest.raises(ValidationFailed, match="on cer"):
-        steps.check_pages(document, pages)
+        check_pages(ctx, document, pages)

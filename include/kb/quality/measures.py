@@ -11,7 +11,7 @@ import pandas as pd
 
 from kb.sparse import CJK
 from ocr_engine.metrics import cer
-from ocr_engine.schema import count_chars
+from ocr_engine.schema import FAILED, count_chars
 from ocr_engine.unlimited.output import distinct_ratio
 
 # A CJK character is a token of its own; other text splits on whitespace.
@@ -23,25 +23,28 @@ def text_tokens(text: str) -> list[str]:
 
 
 def page_frame(pages: Sequence[dict[str, Any]], distinct_n: int) -> pd.DataFrame:
-    """Columns: page, status, empty (0/1), chars (NaN on empty pages), confidence (NaN
-    where the backend gives none), distinct (distinct-n of the page's tokens), cer (NaN
-    unless the page was audited: OCR'd as well as read from its text layer)."""
+    """Columns: page, status, failed (0/1: the page failed alone and is left out), empty
+    (0/1, a page read with no text), chars (NaN on empty and failed pages), confidence (NaN
+    where the backend gives none), distinct (distinct-n of the page's tokens; NaN on failed
+    pages), cer (NaN unless the page was audited: OCR'd as well as read from its text layer)."""
     rows = []
     for p in pages:
         text = p.get("markdown") or ""
         chars = count_chars(text)
-        empty = p.get("status") == "empty" or chars == 0
+        failed = p.get("status") == FAILED
+        empty = not failed and (p.get("status") == "empty" or chars == 0)
         audit = p.get("audit") or {}
         rows.append({
             "page": int(p["page"]),
             "status": p.get("status", "ok"),
+            "failed": int(failed),
             "empty": int(empty),
-            "chars": math.nan if empty else float(chars),
+            "chars": math.nan if empty or failed else float(chars),
             "confidence": math.nan if p.get("confidence") is None else float(p["confidence"]),
-            "distinct": distinct_ratio(text_tokens(text), distinct_n),
+            "distinct": math.nan if failed else distinct_ratio(text_tokens(text), distinct_n),
             "cer": float(audit["cer"]) if "cer" in audit else math.nan,
         })
-    columns = ["page", "status", "empty", "chars", "confidence", "distinct", "cer"]
+    columns = ["page", "status", "failed", "empty", "chars", "confidence", "distinct", "cer"]
     return pd.DataFrame(rows, columns=columns)
 
 

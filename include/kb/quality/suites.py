@@ -22,9 +22,11 @@ def pages_suite(q: QualitySettings, page_count: int, frame: pd.DataFrame) -> lis
     suite.append(E.ExpectColumnValuesToBeUnique(column="page"))
     suite.append(E.ExpectColumnValuesToBeBetween(column="page", min_value=1, max_value=page_count))
     suite.append(E.ExpectColumnMeanToBeBetween(column="empty", min_value=0, max_value=q.max_empty_page_share))
-    suite.append(E.ExpectColumnValuesToNotBeInSet(column="status", value_set=["truncated", "failed"]))
+    # a page that failed alone is left out of the index; a document may lose only a few
+    suite.append(E.ExpectColumnMeanToBeBetween(column="failed", min_value=0, max_value=q.max_failed_page_share))
+    suite.append(E.ExpectColumnValuesToNotBeInSet(column="status", value_set=["truncated"]))
     suite.append(E.ExpectColumnValuesToBeBetween(column="distinct", min_value=q.min_distinct_ratio))
-    # empty pages are NaN here: the share above already bounds them
+    # empty and failed pages are NaN here: the shares above already bound them
     suite.append(E.ExpectColumnValuesToBeBetween(column="chars", min_value=q.min_page_chars,
                                                           max_value=q.max_page_chars))
     if frame["confidence"].notna().any():

@@ -1,0 +1,198 @@
+"""Stage 3, extract: one mapped task per page range, on the GPU pool.
+
+A range is read by an extractor: the OCR service over HTTP (``ServiceExtractor``), or the
+engine in this process (``engine_extractor``). When the reader refuses the range for one
+of its limits (pages, bytes, time) or returns pages that are truncated, repeated or
+failed, the range is split in halves and each half read again, down to single pages:
+a document is never refused for a limit of ours.
+
+- A split is written down (a marker beside the range's results) before the halves go,
+  so a range that could not pass is never sent whole again, by a retry of this task or
+  by a later run.
+- Halves that pass are stored as they finish, so a task that dies resumes from them.
+- A single page that still fails is kept as a failed page with its reason; the pages
+  gate decides whether the document can do without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Any, Callable
+
+from kb.artifacts import ArtifactKeys
+from kb.errors import ExtractionFailed, KbError, ObjectChanged, RangeRefused, RangeTooLarge
+from kb.ledger import now_iso
+from kb.limits import RangeLimits
+from kb.ocr_client import OcrClient, OcrRejected
+from kb.pipeline.context import Context
+from kb.pipeline.messages import PageRange
+from kb.pipeline.records import quarantine
+from ocr_engine.documents import slice_pdf
+from ocr_engine.schema import FAILED, REPEATED, TRUNCATED
+
+log = logging.getLogger(__name__)
+
+# (pdf bytes, first page, last page[, backend=...]) -> one dict per page with at least
+# page, markdown, status. ``backend`` is passed only for the CER audit ("ppocr").
+PageExtractor = Callable[..., list[dict[str, Any]]]
+# a page in one of these makes its range split (or, alone, a failed page)
+BAD_STATUSES = (TRUNCATED, REPEATED, FAILED)
+
+
+@lru_cache(maxsize=1)
+def local_engine():
+    from ocr_engine.engine import OcrEngine
+
+    return OcrEngine()  # one per process: OCR models load once, on the first scanned page
+
+
+def engine_extractor(data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
+    """The engine's ``auto`` route in process: text layer where usable, else OCR."""
+    return [r.as_dict() for r in local_engine().parse_pdf(data, first, last, backend=backend)]
+
+
+class ServiceExtractor:
+    """Page ranges through the OCR service; each request carries only its own pages, so a
+    half of a range is half the bytes, and a range over the byte limit is split before it
+    is ever sent."""
+
+    def __init__(self, client: OcrClient) -> None:
+        self.client = client
+
+    @cached_property
+    def limits(self) -> RangeLimits:
+        return self.client.limits()
+
+    def __call__(self, data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
+        part = slice_pdf(data, first, last)
+        if self.limits.max_bytes is not None and len(part) > self.limits.max_bytes:
+            raise RangeTooLarge(f"pages {first}-{last} are {len(part)} bytes; the OCR service takes at most "
+                                f"{self.limits.max_bytes} bytes a request")
+        pages = self.client.parse(part, 1, last - first + 1, backend)
+        for page in pages:
+            page["page"] += first - 1  # the slice's page 1 is the document's page `first`
+        return pages
+
+
+@dataclass
+class _Reading:
+    pages: list[dict[str, Any]] = field(default_factory=list)
+    splits: int = 0
+
+
+def extract(ctx: Context, rng: PageRange, extractor: PageExtractor = engine_extractor, run_id: str = "") -> str | None:
+    """The range's result key; None when the reader refused the document itself (quarantined)."""
+    bucket = ctx.artifacts
+    if not rng.retry_failed:
+        if ctx.store.exists(bucket, rng.result_key):
+            return rng.result_key  # the same content and range was extracted before
+    else:
+        done = ctx.store.get_json(bucket, rng.result_key)
+        if done is not None and not done.get("failed_pages"):
+            return rng.result_key
+    started = time.perf_counter()
+    data = ctx.store.get_bytes(rng.bucket, rng.key, rng.version_id)
+    if hashlib.sha256(data).hexdigest() != rng.sha256:
+        raise ObjectChanged(f"{rng.key} changed since it was planned; the next run picks up the new version")
+    reading = _Reading()
+    try:
+        _read(ctx, rng, data, extractor, rng.first, rng.last, reading)
+    except OcrRejected as exc:
+        quarantine(ctx, rng.obj, exc, run_id, sha256=rng.sha256)
+        return None
+    pages = sorted(reading.pages, key=lambda p: p["page"])
+    if ctx.quality.cer_audit:
+        _audit_one_page(data, pages, extractor)
+    failed = [{"page": p["page"], "reason": p.get("reason")} for p in pages if p.get("status") == FAILED]
+    if failed:
+        log.warning("%s pages %d-%d: %d page(s) failed alone: %s", rng.key, rng.first, rng.last, len(failed), failed[:3])
+    ctx.store.put_json(bucket, rng.result_key, {
+        "doc_id": rng.doc_id, "sha256": rng.sha256, "first": rng.first, "last": rng.last,
+        "seconds": round(time.perf_counter() - started, 3), "splits": reading.splits, "failed_pages": failed,
+        "pages": pages,
+    })
+    return rng.result_key
+
+
+def _read(ctx: Context, rng: PageRange, data: bytes, extractor: PageExtractor, first: int, last: int,
+          reading: _Reading) -> None:
+    """Pages ``first``..``last`` into ``reading``: whole if the reader takes them, else in halves."""
+    store, bucket = ctx.store, ctx.artifacts
+    whole = (first, last) == (rng.first, rng.last)
+    part_key = ArtifactKeys.range_part(rng.doc_id, rng.sha256, first, last)
+    if not whole:
+        done = store.get_json(bucket, part_key)
+        if done is not None:  # a part an earlier try of this range stored
+            reading.pages.extend(done["pages"])
+            return
+    marker = ArtifactKeys.split_marker(rng.doc_id, rng.sha256, first, last)
+    if first == last or not store.exists(bucket, marker):
+        pages, problem = _try(extractor, data, first, last)
+        if problem is None:
+            if not whole:
+                store.put_json(bucket, part_key, {"doc_id": rng.doc_id, "sha256": rng.sha256, "first": first,
+                                                  "last": last, "pages": pages})
+            reading.pages.extend(pages)
+            return
+        if not ctx.settings.split_ranges:
+            raise problem
+        if first == last:
+            reading.pages.append(_failed_page(first, problem, pages))
+            return
+        store.put_json(bucket, marker, {"first": first, "last": last, "code": problem.code,
+                                        "reason": problem.message, "at": now_iso()})
+        log.warning("%s pages %d-%d: %s; splitting the range", rng.key, first, last, problem.message)
+    reading.splits += 1
+    middle = (first + last) // 2
+    _read(ctx, rng, data, extractor, first, middle, reading)
+    _read(ctx, rng, data, extractor, middle + 1, last, reading)
+
+
+def _try(extractor: PageExtractor, data: bytes, first: int, last: int) -> tuple[list[dict[str, Any]] | None, KbError | None]:
+    """The pages, and why they cannot be used as they are (None when they can)."""
+    try:
+        pages = extractor(data, first, last)
+    except RangeRefused as exc:
+        return None, exc
+    got = sorted(p["page"] for p in pages)
+    if got != list(range(first, last + 1)):  # a reader's bug, not a limit: the task's retries handle it
+        raise ExtractionFailed(f"asked for pages {first}-{last}, the reader returned pages {got[:10]}")
+    bad = [p for p in pages if p.get("status") in BAD_STATUSES]
+    if bad:
+        return pages, ExtractionFailed(f"{len(bad)} page(s) of {first}-{last} came back {bad[0].get('status')} "
+                                       f"(page {bad[0]['page']}: {bad[0].get('reason')})")
+    return pages, None
+
+
+def _failed_page(page: int, problem: KbError, pages: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A page that failed alone: no text (it is indexed without), and the reason why."""
+    if pages:  # the reader answered, with a bad page
+        own = pages[0]
+        reason = f"{own.get('status')}: {own.get('reason') or 'no reason given'}"
+        return {**own, "markdown": "", "blocks": [], "chars": 0, "status": FAILED, "reason": reason}
+    return {"page": page, "markdown": "", "blocks": [], "chars": 0, "status": FAILED,
+            "reason": f"{problem.code}: {problem.message}"}
+
+
+def _audit_one_page(data: bytes, pages: list[dict[str, Any]], extractor: PageExtractor) -> None:
+    """OCR the range's first text-layer page too and keep the CER against its text layer.
+
+    The audit is evidence for the page gate, not part of the result: if OCR fails
+    here the page keeps its text layer and simply has no audit.
+    """
+    from kb.quality.measures import audit_cer
+
+    page = next((p for p in pages if p.get("backend") == "textlayer" and p.get("status") == "ok"), None)
+    if page is None:
+        return
+    try:
+        [ocr] = extractor(data, page["page"], page["page"], backend="ppocr")
+    except Exception as exc:  # noqa: BLE001 - an audit must never fail the range
+        log.warning("CER audit of page %s skipped: %s", page["page"], exc)
+        return
+    if ocr.get("status") in ("ok", "empty"):
+        page["audit"] = {"backend": ocr.get("backend", "ppocr"), "cer": audit_cer(page["markdown"], ocr["markdown"])}

@@ -1,0 +1,223 @@
+"""Stage 4, index (one mapped task per batch of documents): gate, chunk, embed, upsert.
+
+The pages gate runs before chunking and the chunks gate before the upsert; a document
+that fails one is quarantined and its older indexed version stays searchable. Pages
+that failed alone are left out, within the gate's share. Points have deterministic ids
+and a new version replaces the old one's only after it is in, so a rerun changes
+nothing and no document is ever half gone. ``retire`` drops documents deleted from the
+inbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kb.chunking import chunk_pages
+from kb.embedding import Embedder
+from kb.errors import IncompleteExtraction, ValidationFailed
+from kb.ledger import LedgerEntry, Status
+from kb.pipeline.context import Context
+from kb.pipeline.messages import DocumentResult, PlannedDocument
+from kb.pipeline.records import fail, quarantine_invalid, record, record_failed_pages
+from kb.pipeline.signature import signature_of
+from kb.sparse import SparseEncoder, SparseVector
+from kb.limits import TEXTLAYER
+from ocr_engine.schema import FAILED
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedPages:
+    pages: list[dict[str, Any]]  # in page order
+    ranges_split: int
+    extract_seconds: float
+
+    @property
+    def ocr_pages(self) -> int:
+        return sum(1 for p in self.pages if p.get("backend") not in (None, "", TEXTLAYER) and p.get("status") != FAILED)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [{"page": p["page"], "reason": p.get("reason")} for p in self.pages if p.get("status") == FAILED]
+
+
+@dataclass
+class Prepared:
+    document: PlannedDocument
+    loaded: LoadedPages
+    ids: list[str]
+    vectors: Any  # (chunks, dimension) float32
+    sparse: list[SparseVector]
+    payloads: list[dict[str, Any]]
+    pages_without_text: int
+    seconds: float
+
+
+def load_pages(ctx: Context, document: PlannedDocument) -> LoadedPages:
+    pages: list[dict[str, Any]] = []
+    missing, splits, seconds = [], 0, 0.0
+    for key in document.ranges:
+        result = ctx.store.get_json(ctx.artifacts, key)
+        if result is None:
+            missing.append(key)
+        else:
+            pages.extend(result["pages"])
+            splits += result.get("splits", 0)
+            seconds += result.get("seconds", 0.0)
+    if missing:
+        raise IncompleteExtraction(f"{len(missing)} page range(s) have no result: {missing[:3]}")
+    return LoadedPages(sorted(pages, key=lambda p: p["page"]), splits, round(seconds, 3))
+
+
+def _gate(ctx: Context, document: PlannedDocument, suite: str, frame, expectations: list) -> dict[str, Any]:
+    """Validate ``frame``; raises ValidationFailed with the gate's report when it fails."""
+    from kb.artifacts import safe
+    from kb.quality.gate import validate
+
+    docs_dir = ctx.quality.data_docs_dir or ctx.settings.state_dir / "data_docs"
+    report = validate(frame, suite, expectations, f"{safe(document.key)}@{document.sha256[:12]}", docs_dir)
+    gate = report.as_dict()
+    for failure, f in zip(gate["failures"], report.failures):
+        failure["line"] = f.line()
+    if not report.success:
+        raise ValidationFailed(f"{len(report.failures)} {suite} expectation(s) failed: "
+                               f"{'; '.join(f.line() for f in report.failures)}", {"gates": [gate]})
+    return gate
+
+
+def check_pages(ctx: Context, document: PlannedDocument, pages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pages gate, before chunking."""
+    from kb.quality.measures import page_frame
+    from kb.quality.suites import pages_suite
+
+    frame = page_frame(pages, ctx.quality.distinct_n)
+    return _gate(ctx, document, "pages", frame, pages_suite(ctx.quality, document.page_count, frame))
+
+
+def check_chunks(ctx: Context, p: Prepared, dimension: int, max_tokens: int) -> dict[str, Any]:
+    """The chunks gate, against the dimension of the collection the chunks go into."""
+    from kb.quality.measures import chunk_frame
+    from kb.quality.suites import chunks_suite
+
+    frame = chunk_frame(p.ids, p.payloads, p.vectors)
+    return _gate(ctx, p.document, "chunks", frame, chunks_suite(ctx.quality, dimension, max_tokens))
+
+
+def prepare(ctx: Context, document: PlannedDocument, embedder: Embedder) -> Prepared:
+    """Pages checked, chunked and embedded: everything but the writes."""
+    from kb.vectorstore import point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
+
+    started = time.perf_counter()
+    loaded = load_pages(ctx, document)
+    check_pages(ctx, document, loaded.pages)
+    chunks = chunk_pages(
+        [(p["page"], p["markdown"]) for p in loaded.pages if p.get("status") != FAILED],
+        embedder.count_tokens,
+        max_tokens=min(ctx.settings.chunk_max_tokens, embedder.max_tokens - 8),
+        overlap_sentences=ctx.settings.chunk_overlap_sentences,
+    )
+    texts = [c.embedding_text() for c in chunks]
+    vectors = embedder.embed(texts)
+    encoder = SparseEncoder(ctx.settings.sparse_tokenizer)
+    sparse = [encoder.encode_document(t) for t in texts]
+    d = document
+    payloads = [{
+        "doc_id": d.doc_id, "bucket": d.bucket, "key": d.key, "version_id": d.version_id, "etag": d.etag,
+        "sha256": d.sha256, "pages": c.pages, "chunk_index": c.index, "section": c.section, "text": c.text,
+        "tokens": c.tokens, "embedder": embedder.model_id,
+    } for c in chunks]
+    ids = [point_id(d.doc_id, d.sha256, c.index) for c in chunks]
+    empty = len([p for p in loaded.pages if p.get("status") == "empty"])
+    return Prepared(d, loaded, ids, vectors, sparse, payloads, empty, time.perf_counter() - started)
+
+
+def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> list[DocumentResult]:
+    """Index several documents: one embedder load and one opening of the vector store.
+
+    Embedding happens before the store is opened, so the local store's lock is held
+    only for the writes. One document's failure is recorded as its own.
+    """
+    from kb.vectorstore import VectorStore
+
+    s = ctx.settings
+    embedder = Embedder(s.embed_model_dir, batch_size=s.embed_batch_size)
+    results: list[DocumentResult] = []
+    # Each with the ledger entry read here: no other task writes it while this one runs.
+    prepared: list[tuple[LedgerEntry | None, Prepared]] = []
+    for document in documents:
+        entry = ctx.ledger.get(document.doc_id)
+        if entry and entry.status == Status.QUARANTINED and entry.run_id == run_id:
+            # An extract task of this run quarantined it (the OCR service refused it).
+            error = entry.error or {}
+            results.append(DocumentResult(document.doc_id, document.key, Status.QUARANTINED, code=error.get("code"),
+                                          message=error.get("message"), record=error.get("record")))
+            continue
+        try:
+            prepared.append((entry, prepare(ctx, document, embedder)))
+        except ValidationFailed as exc:
+            results.append(quarantine_invalid(ctx, document, exc, run_id))
+        except Exception as exc:  # recorded per document; the run's report fails the run
+            if not isinstance(exc, IncompleteExtraction):
+                log.exception("preparing %s failed", document.key)
+            results.append(fail(ctx, document.obj, entry, exc, run_id, document.sha256))
+    if not prepared:
+        return results
+    with VectorStore.open(s) as vs:
+        dimension = vs.dimension() or embedder.dimension
+        for entry, p in prepared:
+            started = time.perf_counter()
+            document, obj = p.document, p.document.obj
+            try:
+                check_chunks(ctx, p, dimension, embedder.max_tokens)
+            except ValidationFailed as exc:
+                results.append(quarantine_invalid(ctx, document, exc, run_id))
+                continue
+            try:
+                vs.ensure_collection(embedder.dimension)
+                vs.upsert(p.ids, p.vectors, p.sparse, p.payloads)
+                # Only after the new version is in: the old one's points go, none left behind.
+                vs.delete_other_versions(document.doc_id, document.sha256)
+            except Exception as exc:
+                log.exception("writing %s to the vector store failed", obj.key)
+                results.append(fail(ctx, obj, entry, exc, run_id, document.sha256))
+                continue
+            failed = p.loaded.failed
+            record(
+                ctx, entry, obj, status=Status.INDEXED, sha256=document.sha256, run_id=run_id,
+                pages=document.page_count, chunks=len(p.ids), failed_pages=failed or None,
+                indexed_sha256=document.sha256, indexed_version_id=obj.version_id, indexed_chunks=len(p.ids),
+                embedder=embedder.model_id, index_signature=signature_of(embedder.model_id, s.sparse_tokenizer),
+                collection=s.collection, attempts=0, next_attempt_at=None, error=None,
+            )
+            results.append(DocumentResult(
+                document.doc_id, obj.key, Status.INDEXED, pages=document.page_count, chunks=len(p.ids),
+                failed_pages=failed, ranges_split=p.loaded.ranges_split, ocr_pages=p.loaded.ocr_pages,
+                extract_seconds=p.loaded.extract_seconds,
+                record=record_failed_pages(ctx, document, failed, run_id) if failed else None,
+                pages_without_text=p.pages_without_text, seconds=round(p.seconds + time.perf_counter() - started, 3),
+            ))
+            log.info("indexed %s: %d pages (%d failed), %d chunks", obj.key, document.page_count, len(failed),
+                     len(p.ids))
+    return results
+
+
+def retire(ctx: Context, doc_ids: list[str], run_id: str) -> int:
+    """Documents gone from the bucket lose their points; the ledger keeps the record."""
+    if not doc_ids:
+        return 0
+    from kb.vectorstore import VectorStore
+
+    with VectorStore.open(ctx.settings) as vs:
+        for doc_id in doc_ids:
+            vs.delete_other_versions(doc_id, None)
+    for doc_id in doc_ids:
+        entry = ctx.ledger.get(doc_id)
+        if entry:
+            entry.status, entry.run_id = Status.DELETED, run_id
+            entry.indexed_sha256 = entry.indexed_version_id = entry.indexed_chunks = None
+            ctx.ledger.put(entry)
+    return len(doc_ids)

@@ -1,0 +1,144 @@
+"""What travels between the stages (through XCom, as dicts): typed records.
+
+Each stage takes and returns these; ``as_dict``/``from_dict`` are the only places they
+become JSON, so a field is added in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+from kb.artifacts import AlertEvent
+from kb.ledger import Status
+from kb.objectstore import ObjectInfo
+
+
+def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    # enums as their plain values, so XCom and JSON see strings
+    return {k: v.value if isinstance(v, Enum) else v for k, v in items}
+
+
+class _Record:
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self, dict_factory=_plain)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class PageRange(_Record):
+    """One extract task: pages ``first``..``last`` of one version of a document."""
+
+    doc_id: str
+    bucket: str
+    key: str
+    etag: str
+    size: int
+    version_id: str | None
+    sha256: str
+    first: int
+    last: int
+    result_key: str
+    # a backfill reads again the pages an earlier extraction left failed
+    retry_failed: bool = False
+
+    @property
+    def obj(self) -> ObjectInfo:
+        return ObjectInfo(self.bucket, self.key, self.etag, self.size, self.version_id)
+
+
+@dataclass(frozen=True)
+class PlannedDocument(_Record):
+    doc_id: str
+    bucket: str
+    key: str
+    etag: str
+    size: int
+    version_id: str | None
+    sha256: str
+    page_count: int
+    scanned_pages: list[int]
+    ranges: list[str]  # the result key of each of its page ranges, in page order
+
+    @property
+    def obj(self) -> ObjectInfo:
+        return ObjectInfo(self.bucket, self.key, self.etag, self.size, self.version_id)
+
+
+@dataclass
+class DocumentResult(_Record):
+    """How one document version ended in this run."""
+
+    doc_id: str
+    key: str
+    status: Status
+    code: str | None = None
+    message: str | None = None
+    # the artifact an alert is built from: a quarantine record, or a failed-pages record
+    record: str | None = None
+    pages: int | None = None
+    chunks: int | None = None
+    # pages indexed without: [{"page", "reason"}]
+    failed_pages: list[dict[str, Any]] = field(default_factory=list)
+    ranges_split: int = 0
+    ocr_pages: int | None = None  # pages read by OCR (the rest from their text layer)
+    extract_seconds: float | None = None  # the extract tasks' time on its ranges, summed
+    attempts: int | None = None
+    next_attempt_at: str | None = None
+    pages_without_text: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    @property
+    def alert_event(self) -> AlertEvent | None:
+        if not self.record:
+            return None
+        if self.status == Status.QUARANTINED:
+            return AlertEvent.QUARANTINED
+        if self.status == Status.INDEXED and self.failed_pages:
+            return AlertEvent.PAGES_FAILED
+        return None
+
+
+@dataclass(frozen=True)
+class Sensed(_Record):
+    todo: list[ObjectInfo]
+    unchanged: int = 0
+    backing_off: int = 0
+    deleted: list[str] = field(default_factory=list)
+    force: bool = False
+    # computed once in sense (hashing the embedder's weights costs ~0.6 s) and carried on
+    index_signature: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Sensed":
+        return cls(**{**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}},
+                      "todo": [ObjectInfo.from_dict(o) for o in data.get("todo", [])]})
+
+
+@dataclass(frozen=True)
+class Plan(_Record):
+    documents: list[PlannedDocument]
+    ranges: list[PageRange]
+    quarantined: list[DocumentResult]
+    skipped: list[dict[str, Any]]  # {"doc_id", "key", "reason"}
+    batches: list[list[PlannedDocument]]  # one index task each
+    limits: dict[str, Any]  # the RangeLimits the ranges were cut from
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        return cls(
+            documents=[PlannedDocument.from_dict(d) for d in data["documents"]],
+            ranges=[PageRange.from_dict(r) for r in data["ranges"]],
+            quarantined=[DocumentResult.from_dict(q) for q in data["quarantined"]],
+            skipped=list(data.get("skipped", [])),
+            batches=[[PlannedDocument.from_dict(d) for d in b] for b in data["batches"]],
+            limits=dict(data.get("limits") or {}),
+        )

@@ -1,0 +1,98 @@
+"""Stage 2, plan: open each document once, quarantine bad input, cut page ranges.
+
+Ranges are cut from the limits their reader publishes (``RangeLimits``: the OCR service's
+``/v1/limits``, or the engine in local mode) and the pipeline's own fan-out caps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from kb.artifacts import ArtifactKeys
+from kb.errors import DocumentError
+from kb.ledger import Status, doc_id_for
+from kb.limits import RangeLimits
+from kb.pipeline.context import Context
+from kb.pipeline.messages import DocumentResult, PageRange, Plan, PlannedDocument, Sensed
+from kb.pipeline.records import quarantine, record
+from kb.pipeline.signature import index_signature
+from kb.planning import SCANNED, RangeCaps, classify_pages, cut_ranges
+from ocr_engine.documents import open_pdf
+from ocr_engine.errors import DocumentTooLarge, InputError
+
+log = logging.getLogger(__name__)
+
+BAD_INPUT = (InputError, DocumentError)
+
+
+def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan:
+    """``sensed.force`` re-indexes content that is indexed already (extraction is reused,
+    except pages an earlier extraction left failed, which are read again)."""
+    s = ctx.settings
+    caps = RangeCaps.of(s, limits)
+    log.info("cutting ranges from %s: %s", limits.source, caps)
+    signature = sensed.index_signature or index_signature(s)
+    documents: list[PlannedDocument] = []
+    ranges: list[PageRange] = []
+    quarantined: list[DocumentResult] = []
+    skipped: list[dict] = []
+    for obj in sensed.todo:
+        doc_id = doc_id_for(obj.bucket, obj.key)
+        entry = ctx.ledger.get(doc_id)
+        sha = None
+        try:
+            if obj.size > s.max_file_mb * 1024 * 1024:
+                raise DocumentTooLarge(f"{obj.size} bytes is over the {s.max_file_mb} MB limit")
+            data = ctx.store.get_bytes(obj.bucket, obj.key, obj.version_id)
+            sha = hashlib.sha256(data).hexdigest()
+            if (not sensed.force and entry and entry.status == Status.INDEXED and entry.indexed_sha256 == sha
+                    and entry.index_signature == signature):
+                # Same bytes under a new ETag/version (a re-upload): nothing to redo.
+                record(ctx, entry, obj, status=Status.INDEXED, sha256=sha, run_id=run_id)
+                skipped.append({"doc_id": doc_id, "key": obj.key, "reason": "same_content"})
+                continue
+            doc = open_pdf(data, max_pages=s.max_pages)
+            try:
+                kinds = classify_pages(doc, s.min_text_chars)
+            finally:
+                doc.close()
+        except BAD_INPUT as exc:
+            quarantined.append(quarantine(ctx, obj, exc, run_id, sha256=sha))
+            continue
+        spans = cut_ranges(kinds, caps)
+        document = PlannedDocument(
+            doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size, version_id=obj.version_id,
+            sha256=sha, page_count=len(kinds), scanned_pages=[i + 1 for i, k in enumerate(kinds) if k == SCANNED],
+            ranges=[ArtifactKeys.pages(doc_id, sha, a, b) for a, b in spans],
+        )
+        documents.append(document)
+        ranges.extend(
+            PageRange(doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size,
+                      version_id=obj.version_id, sha256=sha, first=first, last=last, result_key=key,
+                      retry_failed=sensed.force)
+            for (first, last), key in zip(spans, document.ranges)
+        )
+    log.info("planned %d documents, %d ranges, %d quarantined, %d skipped",
+             len(documents), len(ranges), len(quarantined), len(skipped))
+    return Plan(documents=documents, ranges=ranges, quarantined=quarantined, skipped=skipped,
+                batches=batch_documents(documents, s.index_batch_pages, s.index_batch_documents),
+                limits=limits.as_dict())
+
+
+def batch_documents(documents: list[PlannedDocument], max_pages: int, max_documents: int) -> list[list[PlannedDocument]]:
+    """Group documents for indexing so each task loads the embedder once for many pages.
+
+    Loading the embedding model costs seconds per task process; a batch amortises it,
+    while several batches still index in parallel on a large pool.
+    """
+    batches: list[list[PlannedDocument]] = []
+    pages = 0
+    for document in documents:
+        if not batches or len(batches[-1]) >= max_documents or pages + document.page_count > max_pages:
+            if not batches or batches[-1]:
+                batches.append([])
+            pages = 0
+        batches[-1].append(document)
+        pages += document.page_count
+    return [b for b in batches if b]

@@ -1,0 +1,55 @@
+"""Stage 5, report: the run summary, in the artifacts bucket and the log."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kb.artifacts import ArtifactKeys
+from kb.ledger import Status
+from kb.pipeline.context import Context
+from kb.pipeline.messages import DocumentResult, Plan, Sensed
+
+log = logging.getLogger(__name__)
+
+
+def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
+              seconds: float | None = None) -> dict[str, Any]:
+    indexed = [r for r in results if r.status == Status.INDEXED]
+    quarantined = plan.quarantined + [r for r in results if r.status == Status.QUARANTINED]
+    failed = [r for r in results if r.status == Status.FAILED]
+    return {
+        "run_id": run_id,
+        "documents_seen": len(sensed.todo) + sensed.unchanged + sensed.backing_off,
+        "documents_unchanged": sensed.unchanged,
+        "documents_backing_off": sensed.backing_off,
+        "documents_indexed": len(indexed),
+        "documents_skipped_same_content": len(plan.skipped),
+        "documents_quarantined": len(quarantined),
+        "documents_failed": len(failed),
+        "documents_deleted": len(sensed.deleted),
+        "pages": sum(r.pages or 0 for r in indexed),
+        "pages_failed": [{"key": r.key, **p} for r in indexed for p in r.failed_pages],
+        "chunks": sum(r.chunks or 0 for r in indexed),
+        "ranges": len(plan.ranges),
+        "ranges_split": sum(r.ranges_split for r in results),
+        "quarantine": [{"key": r.key, "code": r.code, "message": r.message, "record": r.record} for r in quarantined],
+        "failed": [{"key": r.key, "code": r.code, "message": r.message, "attempts": r.attempts,
+                    "next_attempt_at": r.next_attempt_at} for r in failed],
+        # one row per document this run finished: what a user checks first
+        "documents": [{"key": r.key, "status": r.status.value, "pages": r.pages, "ocr_pages": r.ocr_pages,
+                       "failed_pages": len(r.failed_pages), "ranges_split": r.ranges_split,
+                       "extract_seconds": r.extract_seconds, "index_seconds": r.seconds, "code": r.code}
+                      for r in plan.quarantined + results],
+        "limits": plan.limits,
+        "seconds": seconds,
+    }
+
+
+def report(ctx: Context, run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
+           seconds: float | None = None) -> dict[str, Any]:
+    summary = summarize(run_id, sensed, plan, results, seconds)
+    ctx.store.put_json(ctx.artifacts, ArtifactKeys.run_summary(run_id), summary)
+    log.info("run summary: %s", {k: v for k, v in summary.items()
+                                 if k not in ("quarantine", "failed", "limits", "documents")})
+    return summary
