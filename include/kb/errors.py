@@ -23,33 +23,10 @@ class KbError(Exception):
 
 
 class DocumentError(KbError):
-    """A document that cannot be indexed as it is: quarantined, never retried."""
+    """A document that cannot be indexed as it is: quarantined, never retried. (Bad input
+    found while opening a PDF is ``ocr_engine.errors.InputError``, with its own codes.)"""
 
     code = "document_error"
-
-
-class EmptyDocument(DocumentError):
-    code = "empty_file"
-
-
-class NotAPdf(DocumentError):
-    code = "not_pdf"
-
-
-class CorruptPdf(DocumentError):
-    code = "corrupt_pdf"
-
-
-class EncryptedPdf(DocumentError):
-    code = "encrypted_pdf"
-
-
-class TooManyPages(DocumentError):
-    code = "too_many_pages"
-
-
-class DocumentTooLarge(DocumentError):
-    code = "file_too_large"
 
 
 class ValidationFailed(DocumentError):

@@ -23,6 +23,7 @@ class RangeLimits:
     max_pages: int | None = None  # per request
     max_bytes: int | None = None  # per request
     timeout_s: float | None = None  # the engine's time on one request
+    queue_timeout_s: float | None = None  # the longest a request waits for the engine
     max_pages_per_call: int | None = None  # the engine's token budget (unlimited backend)
 
     @classmethod
@@ -35,6 +36,7 @@ class RangeLimits:
             source=source, ocr_backend=ocr,
             text_seconds_per_page=float(pace[TEXTLAYER]), scanned_seconds_per_page=float(pace[ocr]),
             max_pages=request.get("max_pages"), max_bytes=request.get("max_bytes"), timeout_s=request.get("timeout_s"),
+            queue_timeout_s=request.get("queue_timeout_s"),
             max_pages_per_call=engine.get("max_pages_per_call"),
         )
 
@@ -47,6 +49,14 @@ class RangeLimits:
     def from_engine(cls, engine) -> "RangeLimits":
         """An ``OcrEngine`` in this process (local mode): no request limits, its budget and pace."""
         return cls.from_engine_dict(engine.limits().as_dict(), "engine")
+
+    @property
+    def answer_within_s(self) -> float | None:
+        """How long a client waits for an answer before it gives up: the service's queue
+        wait and its timeout, plus a margin for the upload and the reply."""
+        if self.timeout_s is None:
+            return None
+        return (self.queue_timeout_s or 0.0) + self.timeout_s + 60.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -67,10 +67,14 @@ class OcrClient:
         body = self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
         return RangeLimits.from_service(body, self.base_url)
 
-    def parse(self, data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
+    def parse(self, data: bytes, first: int, last: int, backend: str = "auto",
+              read_timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """``read_timeout_s``: how long to wait for the answer (``RangeLimits.answer_within_s``
+        of the service's published limits; else the connection's ``read_timeout_s``)."""
         form = {"pages": f"{first}-{last}", "backend": backend, "output": "json"}
-        body = self._call("POST", "/v1/parse", timeout=httpx.Timeout(self.read_timeout_s, connect=self.connect_timeout_s),
-                          data=form, files={"file": ("document.pdf", data, "application/pdf")})
+        timeout = httpx.Timeout(read_timeout_s or self.read_timeout_s, connect=self.connect_timeout_s)
+        body = self._call("POST", "/v1/parse", timeout=timeout, data=form,
+                          files={"file": ("document.pdf", data, "application/pdf")})
         return body["pages"]
 
     def _call(self, method: str, path: str, timeout: httpx.Timeout, **kwargs: Any) -> dict[str, Any]:
@@ -82,6 +86,9 @@ class OcrClient:
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never reached the service: safe to resend
                 last_problem = f"{type(exc).__name__}: {exc}"
                 delay = self._delay(attempt, None)
+            except httpx.TransportError as exc:  # a read timeout, a dropped connection: the service may
+                # still be working on it, so it is not resent here; the task's retries come later
+                raise OcrUnavailable(f"no answer from the OCR service: {type(exc).__name__}: {exc}") from None
             else:
                 if resp.status_code == 200:
                     return resp.json()

@@ -110,3 +110,24 @@ def test_retries_are_bounded():
 def test_a_refused_connection_is_retried_and_then_reported():
     with pytest.raises(OcrUnavailable, match="did not answer after 3 tries"):
         OcrClient("http://127.0.0.1:9", "k", retries=2, backoff_s=0.01).parse(b"%PDF", 1, 1)
+
+
+def test_a_read_timeout_is_not_resent_and_becomes_ocr_unavailable():
+    import time as _time
+
+    server = Scripted([])
+    handler = server.server.RequestHandlerClass
+    original = handler.do_POST
+
+    def slow_post(self):
+        _time.sleep(1.0)
+        original(self)
+
+    handler.do_POST = slow_post
+    try:
+        with pytest.raises(OcrUnavailable, match="ReadTimeout"):
+            OcrClient(server.url, "k", retries=3, backoff_s=0.01).parse(b"%PDF", 1, 1, read_timeout_s=0.2)
+        _time.sleep(1.2)
+        assert server.calls == 1, "a request the service may still be working on is not sent twice"
+    finally:
+        server.close()

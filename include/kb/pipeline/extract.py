@@ -72,7 +72,7 @@ class ServiceExtractor:
         if self.limits.max_bytes is not None and len(part) > self.limits.max_bytes:
             raise RangeTooLarge(f"pages {first}-{last} are {len(part)} bytes; the OCR service takes at most "
                                 f"{self.limits.max_bytes} bytes a request")
-        pages = self.client.parse(part, 1, last - first + 1, backend)
+        pages = self.client.parse(part, 1, last - first + 1, backend, read_timeout_s=self.limits.answer_within_s)
         for page in pages:
             page["page"] += first - 1  # the slice's page 1 is the document's page `first`
         return pages

@@ -31,8 +31,8 @@ class _Record:
 
 
 @dataclass(frozen=True)
-class PageRange(_Record):
-    """One extract task: pages ``first``..``last`` of one version of a document."""
+class DocumentVersion(_Record):
+    """One version of a document in the inbox: the object as listed, and its content hash."""
 
     doc_id: str
     bucket: str
@@ -41,11 +41,6 @@ class PageRange(_Record):
     size: int
     version_id: str | None
     sha256: str
-    first: int
-    last: int
-    result_key: str
-    # a backfill reads again the pages an earlier extraction left failed
-    retry_failed: bool = False
 
     @property
     def obj(self) -> ObjectInfo:
@@ -53,21 +48,21 @@ class PageRange(_Record):
 
 
 @dataclass(frozen=True)
-class PlannedDocument(_Record):
-    doc_id: str
-    bucket: str
-    key: str
-    etag: str
-    size: int
-    version_id: str | None
-    sha256: str
+class PageRange(DocumentVersion):
+    """One extract task: pages ``first``..``last`` of one version of a document."""
+
+    first: int
+    last: int
+    result_key: str
+    # a backfill reads again the pages an earlier extraction left failed
+    retry_failed: bool = False
+
+
+@dataclass(frozen=True)
+class PlannedDocument(DocumentVersion):
     page_count: int
     scanned_pages: list[int]
     ranges: list[str]  # the result key of each of its page ranges, in page order
-
-    @property
-    def obj(self) -> ObjectInfo:
-        return ObjectInfo(self.bucket, self.key, self.etag, self.size, self.version_id)
 
 
 @dataclass
