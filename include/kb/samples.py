@@ -137,13 +137,42 @@ def write_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]]) -> Non
     doc.close()
 
 
-def scanned_copy(data: bytes, dpi: int = 150, title: str | None = None) -> bytes:
-    """``data`` as a scanner delivers it: each page a grey picture, no text layer."""
+def scanned_copy(data: bytes, dpi: int = 150, title: str | None = None, *, skew_deg: float = 0.0,
+                 speckle: float = 0.0, seed: int = 0) -> bytes:
+    """``data`` as a scanner delivers it: each page a grey picture, no text layer.
+
+    ``skew_deg``: each page is turned by up to that many degrees, either way (a sheet fed
+    askew). ``speckle``: that share of pixels become dust, black or white (a dirty glass
+    or old paper). Both are drawn from ``seed``, so a copy is the same every time. Pages
+    with noise are stored as JPEG (as scanners do), clean ones losslessly.
+    """
+    import io
+    import random
+
+    import numpy as np
+    from PIL import Image
+
+    rng = random.Random(seed)
     src = pymupdf.open(stream=data, filetype="pdf")
     out = pymupdf.open()
     for page in src:
         pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
-        out.new_page(width=page.rect.width, height=page.rect.height).insert_image(page.rect, pixmap=pix)
+        target = out.new_page(width=page.rect.width, height=page.rect.height)
+        if not (skew_deg or speckle):
+            target.insert_image(page.rect, pixmap=pix)
+            continue
+        image = Image.frombytes("L", (pix.width, pix.height), pix.samples)
+        if skew_deg:
+            image = image.rotate(rng.uniform(-skew_deg, skew_deg), resample=Image.BICUBIC, fillcolor=255)
+        if speckle:
+            pixels = np.array(image)
+            noise = np.random.default_rng(rng.randrange(2**32)).random(pixels.shape)
+            pixels[noise < speckle / 2] = 0
+            pixels[noise > 1 - speckle / 2] = 255
+            image = Image.fromarray(pixels)
+        buffer = io.BytesIO()
+        image.save(buffer, format="JPEG", quality=80)
+        target.insert_image(page.rect, stream=buffer.getvalue())
     if title:
         out.set_metadata({"title": title, "creator": "kb.samples (scanned)"})
     src.close()

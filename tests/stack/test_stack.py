@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,32 +11,16 @@ import pytest
 from minio.error import S3Error
 
 from kb.objectstore import ObjectStore
-from tests.conftest import free_ports, weed_port_set
+from tests.conftest import weed_port_set
+from tests.stack.kbcli import REPO, kb
+from tests.stack.kbcli import stack_env as stack_env_for
 
 pytestmark = pytest.mark.stack
-
-REPO = Path(__file__).resolve().parents[2]
-KB = str(Path(sys.executable).parent / "kb")
-
-
-def kb(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([KB, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 @pytest.fixture(scope="module")
 def stack_env(tmp_path_factory):
-    state = tmp_path_factory.mktemp("stack")
-    api, worker_logs, trigger_logs, ocr = free_ports(4)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "AIRFLOW"))}
-    env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
-    env.update({
-        "KB_STATE_DIR": str(state),
-        "KB_AIRFLOW_PORT": str(api),
-        "KB_AIRFLOW_WORKER_LOG_PORT": str(worker_logs),
-        "KB_AIRFLOW_TRIGGER_LOG_PORT": str(trigger_logs),
-        "KB_OCR_PORT": str(ocr),
-        "KB_SCHEDULE": "",  # manual runs only, so the test decides when runs happen
-    })
+    env = stack_env_for(tmp_path_factory.mktemp("stack"))
     up = kb(env, "up")
     assert up.returncode == 0, up.stdout + up.stderr
     yield env

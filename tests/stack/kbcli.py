@@ -1,0 +1,34 @@
+"""The real ``kb`` command against a stack of its own on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import free_ports, weed_port_set
+
+REPO = Path(__file__).resolve().parents[2]
+KB = str(Path(sys.executable).parent / "kb")
+
+
+def kb(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([KB, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+def stack_env(state: Path, **extra: str) -> dict[str, str]:
+    """An environment for ``kb`` with its own state folder and free ports, manual runs only."""
+    api, worker_logs, trigger_logs, ocr = free_ports(4)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "AIRFLOW", "OCR_"))}
+    env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
+    env.update({
+        "KB_STATE_DIR": str(state),
+        "KB_AIRFLOW_PORT": str(api),
+        "KB_AIRFLOW_WORKER_LOG_PORT": str(worker_logs),
+        "KB_AIRFLOW_TRIGGER_LOG_PORT": str(trigger_logs),
+        "KB_OCR_PORT": str(ocr),
+        "KB_SCHEDULE": "",  # manual runs only, so the test decides when runs happen
+        **extra,
+    })
+    return env
