@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test down status bench clean
+.PHONY: install demo test chromium down status bench clean
 
 $(BIN)/kb: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,14 @@ demo: install
 
 # Every service the tests use is started by the tests themselves (on free loopback ports)
 # and stopped when they end.
-test: install
+test: install chromium
 	$(BIN)/python -m pytest
+
+# The search page's browser test drives Debian's Chromium (Playwright cannot download one here).
+chromium:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium >/dev/null; } || { echo "make test needs Debian's chromium package \
+		(apt-get install chromium, as root)" >&2; exit 1; }
 
 down:
 	$(BIN)/kb down

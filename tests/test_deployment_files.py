@@ -18,7 +18,7 @@ def test_compose_has_every_production_part():
     services = compose()["services"]
     for name in ("postgres", "redis", "minio", "minio-init", "qdrant", "airflow-apiserver", "airflow-scheduler",
                  "airflow-dag-processor", "airflow-triggerer", "airflow-worker", "airflow-worker-gpu",
-                 "ocr-service", "prometheus", "grafana"):
+                 "ocr-service", "search-service", "prometheus", "grafana"):
         assert name in services, name
 
 
@@ -53,3 +53,11 @@ def test_the_ocr_service_runs_on_a_gpu_and_airflow_reaches_it_through_its_connec
     assert '"host": "ocr-service"' in env["AIRFLOW_CONN_OCR_SERVICE"] and env["KB_OCR_MODE"] == "service"
     for template in ("dev.env", "test.env", "prod.env"):
         assert (REPO / "include" / "config" / template).is_file()
+
+
+def test_the_search_service_reads_the_qdrant_server_and_has_its_own_key():
+    search = compose()["services"]["search-service"]
+    assert search["entrypoint"] == ["kb-search", "serve"]
+    env = search["environment"]
+    assert env["KB_QDRANT_URL"] == "http://qdrant:6333" and env["KB_SEARCH_API_KEY"].startswith("${")
+    assert "/ready" in " ".join(search["healthcheck"]["test"])

@@ -27,14 +27,14 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
     import pymupdf
 
     from kb.chunking import chunk_pages
-    from kb.embedding import Embedder
+    from kb.embedding import make_embedder
     from kb.settings import PipelineSettings
     from kb.sparse import SparseEncoder
     from kb.vectorstore import VectorStore, point_id
     from ocr_engine.backends.textlayer import extract_range
 
     settings = PipelineSettings(collection=collection)
-    embedder = Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)
+    embedder = make_embedder(settings)
     encoder = SparseEncoder(settings.sparse_tokenizer)
     pages = 0
     ids, payloads, vectors, sparse = [], [], [], []

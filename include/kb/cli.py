@@ -52,14 +52,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(st, indent=2))
     else:
-        for part in ("s3", "ocr", "airflow"):
+        for part in ("s3", "ocr", "search", "airflow"):
             p = st[part]
             state = "healthy" if p["healthy"] else ("running, not healthy" if p["running"] else "stopped")
             where = p.get("endpoint") or p.get("url")
             print(f"{part:8} {state:22} {where}  pid={p['pid']}" + (f"  ({p['error']})" if p.get("error") else ""))
         q = st["qdrant"]
         print(f"{'qdrant':8} {('prepared' if q['prepared'] else 'not prepared'):22} {q['mode']} {q['location']}")
-    running = st["s3"]["healthy"] and all(st[p]["healthy"] or not st[p]["running"] for p in ("airflow", "ocr"))
+    running = st["s3"]["healthy"] and all(st[p]["healthy"] or not st[p]["running"] for p in ("airflow", "ocr", "search"))
     return 0 if running else 1
 
 
@@ -145,11 +145,27 @@ def _print_outcomes(store, p, uploaded) -> None:
 # --- search ----------------------------------------------------------------------------
 
 
-def search(query: str, top_k: int = 5, mode: str | None = None) -> list[dict[str, Any]]:
+def searcher(quiet: bool = False):
+    """The running search service's client; else an in-process retriever, with a note.
+
+    In process, the first query loads the embedder and opens the store: seconds, where the
+    service answers in milliseconds."""
+    from kb.stack import search_client
+
+    client = search_client(_stack_settings())
+    if client is not None:
+        return client
     from kb.retrieval import Retriever
     from kb.settings import PipelineSettings
 
-    return Retriever(PipelineSettings()).search(query, top_k, mode)
+    if not quiet:
+        print("note: the search service is not running (`kb up` starts it); searching in this process",
+              file=sys.stderr)
+    return Retriever(PipelineSettings())
+
+
+def search(query: str, top_k: int = 5, mode: str | None = None) -> list[dict[str, Any]]:
+    return searcher().search(query, top_k, mode)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -169,14 +185,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from kb.evaluation import evaluate, format_report, load_questions
-    from kb.retrieval import Retriever
     from kb.settings import PipelineSettings
 
     _client_env()
     questions = load_questions(Path(args.questions))
-    settings = PipelineSettings()
-    modes = ("dense", "sparse", "hybrid") if args.mode == "all" else (args.mode or settings.search_mode,)
-    report = evaluate(Retriever(settings), questions, top_k=args.top_k, modes=modes)
+    modes = ("dense", "sparse", "hybrid") if args.mode == "all" else (args.mode or PipelineSettings().search_mode,)
+    report = evaluate(searcher(), questions, top_k=args.top_k, modes=modes)
     print(json.dumps(report, ensure_ascii=False, indent=2) if args.json else format_report(report))
     return 0
 
@@ -190,8 +204,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if rc != 0:
         return rc
     right = 0
+    ask = searcher()
     for question, key, page in DEMO_QUESTIONS:
-        hit = search(question, 1)
+        hit = ask.search(question, 1)
         print(f"\nQ: {question}")
         if not hit:
             print("A: (no answer)")
@@ -211,6 +226,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _client_env()
     result = bench_ingest(documents=args.documents, pages=args.pages, timeout_s=args.timeout)
     print(json.dumps(result, indent=2) if args.json else result["table"])
+    return 0
+
+
+def cmd_bench_search(args: argparse.Namespace) -> int:
+    from kb.bench_search import bench_search
+
+    _client_env()
+    result = bench_search(queries=args.queries, concurrency=args.concurrency,
+                          echo=(lambda _l: None) if args.json else print)
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else result["table"])
     return 0
 
 
@@ -301,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--timeout", type=float, default=7200.0)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench_corpus)
+    b = bench.add_parser("search", help="the search service under load (idle and while indexing), `kb search` "
+                                        "as a fresh process, ONNX vs torch embedding, recall@5")
+    b.add_argument("--queries", type=int, default=200)
+    b.add_argument("--concurrency", type=int, default=4)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_search)
     return parser
 
 

@@ -103,6 +103,12 @@ class ExtractionFailed(InfrastructureError):
     code = "extraction_failed"
 
 
+class ObjectMissing(KbError):
+    """The object (or that version of it) is not in the bucket."""
+
+    code = "object_missing"
+
+
 class StoreBusy(InfrastructureError):
     """The local Qdrant store stayed locked by another process past the wait."""
 

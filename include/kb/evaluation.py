@@ -13,10 +13,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kb.errors import EvalSetError
-from kb.retrieval import Retriever, language
+from kb.retrieval import language
+
+
+class Searcher(Protocol):
+    """A ``kb.retrieval.Retriever`` in process, or the search service's ``SearchClient``."""
+
+    def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None
+                    ) -> dict[str, list[list[dict[str, Any]]]]: ...
 
 GROUPS = ("en", "zh", "cross")
 FIELDS = {"doc": str, "page": int, "question": str, "answer_substring": str}
@@ -66,7 +73,7 @@ def rank_of(q: Question, hits: list[dict[str, Any]]) -> int | None:
     return None
 
 
-def evaluate(retriever: Retriever, questions: list[Question], top_k: int = 5,
+def evaluate(retriever: Searcher, questions: list[Question], top_k: int = 5,
              modes: tuple[str, ...] = ("hybrid",)) -> dict[str, Any]:
     results = retriever.search_many([q.question for q in questions], top_k, modes)
     report: dict[str, Any] = {"top_k": top_k, "questions": len(questions), "modes": {}}

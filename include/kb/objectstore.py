@@ -15,7 +15,10 @@ from minio import Minio
 from minio.error import S3Error
 from minio.versioningconfig import ENABLED, VersioningConfig
 
+from kb.errors import ObjectMissing
 from kb.settings import S3Settings
+
+_MISSING = {"NoSuchKey", "NoSuchObject", "NoSuchVersion", "NoSuchBucket", "NotFound"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,15 @@ class ObjectStore:
             )
 
     def get_bytes(self, bucket: str, key: str, version_id: str | None = None) -> bytes:
-        resp = self.client.get_object(bucket, key, version_id=version_id)
+        """The object's bytes; ``ObjectMissing`` when it, its bucket or that version is not there."""
+        try:
+            resp = self.client.get_object(bucket, key, version_id=version_id)
+        except S3Error as exc:
+            # an unparseable version id is as missing as an unknown one
+            if exc.code in _MISSING or (version_id and exc.code == "InvalidArgument"):
+                raise ObjectMissing(f"s3://{bucket}/{key}" + (f" version {version_id}" if version_id else "")
+                                    + f" does not exist ({exc.code})") from None
+            raise
         try:
             return resp.read()
         finally:
@@ -116,7 +127,7 @@ class ObjectStore:
             self.client.stat_object(bucket, key)
             return True
         except S3Error as exc:
-            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
+            if exc.code in _MISSING:
                 return False
             raise
 
@@ -134,10 +145,8 @@ class ObjectStore:
         """The decoded object, or None when it does not exist."""
         try:
             return json.loads(self.get_bytes(bucket, key))
-        except S3Error as exc:
-            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
-                return None
-            raise
+        except ObjectMissing:
+            return None
 
     def remove(self, bucket: str, key: str) -> None:
         self.client.remove_object(bucket, key)

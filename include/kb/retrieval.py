@@ -8,23 +8,41 @@ hit matched in Chinese as in English.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, ContextManager, Protocol
 
 from kb.settings import PipelineSettings
 from kb.sparse import SparseEncoder, tokenize
 
 
+def _occurrences(text: str, query: str, tokenizer: str) -> dict[str, list[int]]:
+    """Where each of the query's terms (as the sparse vectors see them: words,
+    case-insensitive, and CJK bigrams or words) starts in ``text``."""
+    out = {}
+    for term in set(tokenize(query, tokenizer)):
+        if term.isascii():
+            pattern = re.compile(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", re.IGNORECASE)
+        else:
+            pattern = re.compile(re.escape(term))
+        out[term] = [m.start() for m in pattern.finditer(text)]
+    return out
+
+
 def snippet(text: str, query: str, tokenizer: str = "bigram", width: int = 160) -> str:
+    """About ``width`` characters of ``text``: the stretch with the most distinct query terms."""
     flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
-    terms = set(tokenize(query, tokenizer))
+    found = {t: starts for t, starts in _occurrences(flat, query, tokenizer).items() if starts}
     best, best_score = 0, -1
     step = max(1, width // 8)
     for start in range(0, len(flat) - width + step, step):
-        score = len(terms & set(tokenize(flat[start:start + width], tokenizer)))
+        score = 0
+        for term, starts in found.items():
+            i = bisect_left(starts, start)  # the first occurrence at or after the window's start
+            score += i < len(starts) and starts[i] + len(term) <= start + width
         if score > best_score:
             best, best_score = start, score
     start = best
@@ -40,36 +58,92 @@ def snippet(text: str, query: str, tokenizer: str = "bigram", width: int = 160) 
     return ("…" if start > 0 else "") + piece + ("…" if end < len(flat) else "")
 
 
+def mark_terms(text: str, query: str, tokenizer: str = "bigram") -> str:
+    """``text`` as HTML-escaped text with the query's terms inside ``<mark>``."""
+    import html
+
+    spans = sorted((start, start + len(term)) for term, starts in _occurrences(text, query, tokenizer).items()
+                   for start in starts)
+    out, at = [], 0
+    for start, end in _merged(spans):
+        out.append(html.escape(text[at:start]) + "<mark>" + html.escape(text[start:end]) + "</mark>")
+        at = end
+    return "".join(out) + html.escape(text[at:])
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """What a search may return: keys under a folder (a prefix ending in ``/``) or one whole
+    key, chunks in one language, chunks touching a page range."""
+
+    key_prefix: str | None = None
+    language: str | None = None
+    pages: tuple[int, int] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.key_prefix or self.language or self.pages)
+
+
+def key_prefixes(key: str) -> list[str]:
+    """Every folder a key is in, and the key itself: what ``SearchFilter.key_prefix`` matches
+    (Qdrant matches whole keyword values, so the prefixes are stored with each chunk)."""
+    parts = key.split("/")
+    return ["/".join(parts[:i]) + "/" for i in range(1, len(parts))] + [key]
+
+
+class Stores(Protocol):
+    def __call__(self) -> ContextManager[Any]: ...
+
+
 @dataclass
 class Retriever:
-    """Holds the embedder and the sparse encoder; opens the store per query batch."""
+    """Holds the embedder and the sparse encoder; ``stores`` gives a VectorStore per query
+    batch (by default the store opened and closed each time; the search service passes
+    its own long-lived one)."""
 
     settings: PipelineSettings
+    stores: Stores | None = None
+    embed_threads: int | None = None
 
     @cached_property
     def embedder(self):
-        from kb.embedding import Embedder
+        from kb.embedding import make_embedder
 
-        return Embedder(self.settings.embed_model_dir)
+        return make_embedder(self.settings, threads=self.embed_threads)
 
     @cached_property
     def encoder(self) -> SparseEncoder:
         return SparseEncoder(self.settings.sparse_tokenizer)
 
-    def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None
-                    ) -> dict[str, list[list[dict[str, Any]]]]:
-        """For each mode, the hits of each query (one store opening for all of them)."""
+    def _store(self) -> ContextManager[Any]:
+        if self.stores is not None:
+            return self.stores()
         from kb.vectorstore import VectorStore
 
+        return VectorStore.open(self.settings)
+
+    def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None,
+                    where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]:
+        """For each mode, the hits of each query (one store opening for all of them)."""
         modes = modes or (self.settings.search_mode,)
         dense = self.embedder.embed(queries) if any(m != "sparse" for m in modes) else [None] * len(queries)
         sparse = [self.encoder.encode_query(q) for q in queries]
         out: dict[str, list[list[dict[str, Any]]]] = {m: [] for m in modes}
-        with VectorStore.open(self.settings) as vs:
+        with self._store() as vs:
             for i, query in enumerate(queries):
                 weight = self.dense_weight(query)
                 for mode in modes:
-                    hits = vs.search(dense[i], sparse[i], top_k=top_k, mode=mode, dense_weight=weight)
+                    hits = vs.search(dense[i], sparse[i], top_k=top_k, mode=mode, dense_weight=weight, where=where)
                     out[mode].append([self._hit(h, query) for h in hits])
         return out
 
@@ -78,14 +152,15 @@ class Retriever:
         known = language(query) in self.settings.dense_languages
         return 1.0 if known else self.settings.offlanguage_dense_weight
 
-    def search(self, query: str, top_k: int = 5, mode: str | None = None) -> list[dict[str, Any]]:
+    def search(self, query: str, top_k: int = 5, mode: str | None = None,
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
         mode = mode or self.settings.search_mode
-        return self.search_many([query], top_k, (mode,))[mode][0]
+        return self.search_many([query], top_k, (mode,), where)[mode][0]
 
     def _hit(self, h, query: str) -> dict[str, Any]:
         return {"score": round(h.score, 4), "key": h.key, "pages": h.pages, "text": h.text,
                 "snippet": snippet(h.text, query, self.encoder.tokenizer), "section": h.payload.get("section"),
-                "version_id": h.payload.get("version_id")}
+                "version_id": h.payload.get("version_id"), "doc_id": h.payload.get("doc_id")}
 
 
 _CJK = re.compile(r"[\u3400-\u9fff]")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing_extensions import Annotated
 
 
 def _default_state_dir() -> Path:
@@ -63,6 +64,10 @@ class PipelineSettings(BaseSettings):
     index_batch_documents: int = Field(50, ge=1)
 
     embed_model_dir: Path | None = None  # None: the all-MiniLM-L6-v2 wheel
+    # "onnx": the folder's model exported once to ONNX (cached under <state dir>/models) and
+    # run by ONNX Runtime, no torch at query time; "torch": sentence-transformers. The two
+    # have different index signatures, so switching re-embeds every document once.
+    embed_backend: str = Field("onnx", pattern="^(onnx|torch)$")
     embed_batch_size: int = Field(64, ge=1)
     # CJK terms of the sparse vectors: "bigram" (character bigrams) or "jieba" (the jieba
     # segmenter). Changing it, or the embedder, re-indexes every document on the next run.
@@ -115,6 +120,7 @@ class StackSettings(BaseSettings):
 
     ocr_port: int = 8090
     ocr_start_timeout_s: float = 120.0
+    search_port: int = 8070
 
     airflow_port: int = 8080
     airflow_worker_log_port: int = 8793
@@ -185,3 +191,40 @@ class AlertSettings(BaseSettings):
     email_to: list[str] = Field(default_factory=lambda: ["ops@localhost"])
     email_from: str | None = None  # None: the connection's from_email
     webhook_timeout_s: float = 10.0
+
+
+class SearchSettings(BaseSettings):
+    """The search service (``KB_SEARCH_*``): where it listens, who may ask, its limits."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_SEARCH_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8070
+    # Comma-separated, so a key can be rotated without downtime. `kb up` generates one into
+    # the secrets file unless the environment gives it. Empty: refused, unless allow_no_auth.
+    api_key: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    allow_no_auth: bool = False
+    auth_health: bool = False  # do /health, /ready and /metrics need a key too?
+    # The query's text goes into the logs only with this on (debugging).
+    log_queries: bool = False
+    max_query_chars: int = Field(2000, ge=1)
+    max_top_k: int = Field(50, ge=1)
+    # Page images: rendered at this dpi, within this many pixels whatever size the page claims.
+    page_dpi: int = Field(110, ge=36, le=300)
+    max_page_pixels: int = Field(4_000_000, ge=100_000)
+    # Local mode: how often the store's change marker is looked at (a refresh is a copy
+    # of the store made under its lock, then opened; queries use the previous copy meanwhile).
+    refresh_interval_s: float = Field(0.5, gt=0)
+    # ONNX Runtime threads per query: queries are short and arrive together, so one thread
+    # each beats several threads fighting over two cores (4.0 vs 4.6 ms a query at 4 at once).
+    embed_threads: int = Field(1, ge=1)
+    # The service's own read-only S3 identity, for page images (falls back to KB_S3_*).
+    s3_access_key: SecretStr | None = None
+    s3_secret_key: SecretStr | None = None
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _split(cls, value):
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value

@@ -29,7 +29,8 @@ from kb.settings import PipelineSettings, StackSettings
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INGEST_DAG_ID = "kb_ingest"
 SECRET_NAMES = ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY", "KB_AIRFLOW_PASSWORD", "KB_AIRFLOW_JWT_SECRET",
-                "KB_OCR_API_KEY", "KB_OCR_S3_ACCESS_KEY", "KB_OCR_S3_SECRET_KEY")
+                "KB_OCR_API_KEY", "KB_OCR_S3_ACCESS_KEY", "KB_OCR_S3_SECRET_KEY", "KB_SEARCH_API_KEY",
+                "KB_SEARCH_S3_ACCESS_KEY", "KB_SEARCH_S3_SECRET_KEY")
 
 
 # --- secrets ---------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def ensure_secrets(state_dir: Path) -> dict[str, str]:
     values = {}
     for name in SECRET_NAMES:
         values[name] = os.environ.get(name) or stored.get(name) or secrets.token_urlsafe(24 if "KEY" in name else 32)
-    for name in ("KB_S3_ACCESS_KEY", "KB_OCR_S3_ACCESS_KEY"):
+    for name in ("KB_S3_ACCESS_KEY", "KB_OCR_S3_ACCESS_KEY", "KB_SEARCH_S3_ACCESS_KEY"):
         # S3 access keys are conventionally short identifiers; keep generated ones tidy.
         values[name] = values[name][:20]
     if values != {k: stored.get(k) for k in SECRET_NAMES}:
@@ -260,6 +261,12 @@ def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
             "credentials": [{"accessKey": secrets_["KB_OCR_S3_ACCESS_KEY"], "secretKey": secrets_["KB_OCR_S3_SECRET_KEY"]}],
             "actions": ["Read", "List"],
         },
+        {   # the search service reads the ledger and documents (page images), nothing more
+            "name": "search-service",
+            "credentials": [{"accessKey": secrets_["KB_SEARCH_S3_ACCESS_KEY"],
+                             "secretKey": secrets_["KB_SEARCH_S3_SECRET_KEY"]}],
+            "actions": ["Read", "List"],
+        },
     ]}
     config_path = s.state_dir / "s3-identities.json"
     _write_private(config_path, json.dumps(config))
@@ -329,6 +336,57 @@ def start_ocr(s: StackSettings, secrets_: dict[str, str]) -> None:
 
 def stop_ocr(s: StackSettings) -> bool:
     return stop_part(s, "ocr")
+
+
+# --- the search service ------------------------------------------------------------------
+
+
+def search_base_url(s: StackSettings) -> str:
+    return f"http://{s.host}:{s.search_port}"
+
+
+def start_search(s: StackSettings, secrets_: dict[str, str]) -> None:
+    if part_pid(s, "search"):
+        return
+    check_ports_free(s.host, {"search service": s.search_port})
+    env = dict(os.environ)
+    env.update({
+        "KB_SEARCH_HOST": s.host, "KB_SEARCH_PORT": str(s.search_port),
+        "KB_SEARCH_API_KEY": secrets_["KB_SEARCH_API_KEY"],
+        "KB_SEARCH_S3_ACCESS_KEY": secrets_["KB_SEARCH_S3_ACCESS_KEY"],
+        "KB_SEARCH_S3_SECRET_KEY": secrets_["KB_SEARCH_S3_SECRET_KEY"],
+        "KB_S3_ENDPOINT": f"{s.host}:{s.s3_port}",
+        "KB_STATE_DIR": str(s.state_dir),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    })
+    for name in ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY"):  # it has an identity of its own
+        env.pop(name, None)
+    binary = str(Path(sys.executable).parent / "kb-search")
+    pid = _start(s, "search", [binary, "serve"], env, s.state_dir)
+
+    def ready() -> bool:
+        return httpx.get(f"{search_base_url(s)}/ready", timeout=5).status_code == 200
+
+    _wait_until(s, "search", pid, ready, f"search service ready on {search_base_url(s)}")
+
+
+def stop_search(s: StackSettings) -> bool:
+    return stop_part(s, "search")
+
+
+def search_client(s: StackSettings):
+    """A client of the running stack's search service, or None when it is not up."""
+    if not part_pid(s, "search"):
+        return None
+    from kb.search.client import SearchClient
+
+    key = read_env_file(secrets_path(s.state_dir)).get("KB_SEARCH_API_KEY")
+    client = SearchClient(search_base_url(s), key)
+    if client.healthy():
+        return client
+    client.close()
+    return None
 
 
 # --- Airflow ---------------------------------------------------------------------------
@@ -433,6 +491,8 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[
         if airflow:
             echo(f"starting the OCR service on {ocr_base_url(s)} (CPU: text layer, else PP-OCR) ...")
             start_ocr(s, secrets_)
+            echo(f"starting the search service on {search_base_url(s)} ...")
+            start_search(s, secrets_)
             echo(f"starting Airflow standalone on {airflow_base_url(s)} (this takes a minute) ...")
             start_airflow(s, secrets_)
     except Exception:
@@ -443,7 +503,7 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[
 
 def down(s: StackSettings | None = None, *, echo: Callable[[str], None] = print) -> dict[str, bool]:
     s = s or StackSettings()
-    result = {"airflow": stop_airflow(s), "ocr": stop_ocr(s), "s3": stop_s3(s)}
+    result = {"airflow": stop_airflow(s), "search": stop_search(s), "ocr": stop_ocr(s), "s3": stop_s3(s)}
     for name, stopped in result.items():
         echo(f"{name}: {'stopped' if stopped else 'was not running'}")
     return result
@@ -486,6 +546,15 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
         except Exception as exc:
             ocr["error"] = str(exc)
     out["ocr"] = ocr
+
+    pid = part_pid(s, "search")
+    search: dict[str, Any] = {"running": bool(pid), "pid": pid, "url": search_base_url(s), "healthy": False}
+    if pid:
+        try:
+            search["healthy"] = httpx.get(f"{search_base_url(s)}/ready", timeout=5).status_code == 200
+        except Exception as exc:
+            search["error"] = str(exc)
+    out["search"] = search
 
     p = PipelineSettings(state_dir=s.state_dir)
     out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),

@@ -12,6 +12,8 @@ operation: Airflow task processes and ``kb search`` take turns instead of failin
 from __future__ import annotations
 
 import fcntl
+import os
+import shutil
 import time
 import uuid
 from contextlib import contextmanager
@@ -23,6 +25,7 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 
 from kb.errors import IndexMismatch, StoreBusy
+from kb.retrieval import SearchFilter
 from kb.settings import PipelineSettings
 from kb.sparse import SparseVector
 
@@ -45,6 +48,21 @@ class Hit:
     pages: list[int]
     text: str
     payload: dict[str, Any]
+
+
+def _lock_path(store: Path) -> Path:
+    return store.with_name(store.name + ".lock")
+
+
+def _generation_path(store: Path) -> Path:
+    return store.with_name(store.name + ".generation")
+
+
+def _mark_generation(store: Path) -> None:
+    marker = _generation_path(store)
+    tmp = marker.with_name(f".{marker.name}.{os.getpid()}")
+    tmp.write_text(uuid.uuid4().hex)
+    tmp.replace(marker)
 
 
 @contextmanager
@@ -70,6 +88,7 @@ class VectorStore:
     def __init__(self, client: QdrantClient, collection: str) -> None:
         self.client = client
         self.collection = collection
+        self.wrote = False  # set by every write: a local store then marks its new generation
 
     @classmethod
     @contextmanager
@@ -85,13 +104,39 @@ class VectorStore:
                 client.close()
             return
         path = s.resolved_qdrant_path
-        with _exclusive(path.with_name(path.name + ".lock"), s.qdrant_lock_timeout_s):
+        with _exclusive(_lock_path(path), s.qdrant_lock_timeout_s):
             path.mkdir(parents=True, exist_ok=True)
             client = QdrantClient(path=str(path))
+            store = cls(client, s.collection)
             try:
-                yield cls(client, s.collection)
+                yield store
             finally:
                 client.close()
+                if store.wrote:
+                    _mark_generation(path)
+
+    @staticmethod
+    def generation(settings: PipelineSettings) -> str | None:
+        """Local mode: a token that changes whenever a writer has closed the store after
+        writing (None before the first such write). Readers that keep a copy compare it."""
+        try:
+            return _generation_path(settings.resolved_qdrant_path).read_text()
+        except FileNotFoundError:
+            return None
+
+    @staticmethod
+    def copy_local(settings: PipelineSettings, dest: Path) -> str | None:
+        """Copy the local store's folder to ``dest`` under its lock (no writer mid-way), and
+        return the generation copied. Milliseconds for thousands of chunks: a reader that
+        opens the copy leaves the store free for index tasks."""
+        path = settings.resolved_qdrant_path
+        with _exclusive(_lock_path(path), settings.qdrant_lock_timeout_s):
+            generation = VectorStore.generation(settings)
+            if path.exists():
+                shutil.copytree(path, dest, ignore=shutil.ignore_patterns(".lock"))
+            else:
+                dest.mkdir(parents=True)
+        return generation
 
     def dimension(self) -> int | None:
         """The dense vectors' size in the collection; None when there is no collection yet."""
@@ -115,6 +160,7 @@ class VectorStore:
                     "use another collection name (KB_COLLECTION) or delete it and re-index with force"
                 )
             return
+        self.wrote = True
         self.client.create_collection(
             self.collection,
             vectors_config={DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)},
@@ -126,6 +172,7 @@ class VectorStore:
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, sparse: Sequence[SparseVector],
                payloads: Sequence[dict[str, Any]], batch: int = 256) -> None:
+        self.wrote = True
         for start in range(0, len(ids), batch):
             points = [
                 models.PointStruct(id=pid, payload=payload, vector={
@@ -139,6 +186,7 @@ class VectorStore:
 
     def delete_other_versions(self, doc_id: str, keep_sha256: str | None) -> None:
         """Remove the document's points of every content version but ``keep_sha256``."""
+        self.wrote = True
         must = [models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]
         must_not = [models.FieldCondition(key="sha256", match=models.MatchValue(value=keep_sha256))] if keep_sha256 else []
         self.client.delete(
@@ -171,29 +219,32 @@ class VectorStore:
                 return out
 
     def search(self, dense: np.ndarray | None, sparse: SparseVector | None, top_k: int = 5,
-               mode: str = "hybrid", candidates: int | None = None, dense_weight: float = 1.0) -> list[Hit]:
+               mode: str = "hybrid", candidates: int | None = None, dense_weight: float = 1.0,
+               where: SearchFilter | None = None) -> list[Hit]:
         """Top ``top_k`` chunks. ``hybrid`` prefetches ``candidates`` (default 4 x top_k, at
         least 20) by each vector and lets Qdrant fuse the two lists by reciprocal rank,
-        the dense list's ranks weighted by ``dense_weight`` (the sparse list's by 1)."""
+        the dense list's ranks weighted by ``dense_weight`` (the sparse list's by 1).
+        ``where`` restricts every list (Qdrant filters before it ranks)."""
         if mode not in MODES:
             raise ValueError(f"unknown search mode {mode!r}; choose one of {MODES}")
         if not self.client.collection_exists(self.collection):
             return []
+        flt = _filter(where)
         sparse_query = models.SparseVector(indices=list(sparse.indices), values=list(sparse.values)) if sparse else None
         if mode == "dense":
             result = self.client.query_points(self.collection, query=dense.tolist(), using=DENSE, limit=top_k,
-                                              with_payload=True)
+                                              query_filter=flt, with_payload=True)
         elif mode == "sparse":
             if not sparse_query or not sparse_query.indices:
                 return []
             result = self.client.query_points(self.collection, query=sparse_query, using=SPARSE, limit=top_k,
-                                              with_payload=True)
+                                              query_filter=flt, with_payload=True)
         else:
             n = candidates or max(20, 4 * top_k)
-            prefetch = [models.Prefetch(query=dense.tolist(), using=DENSE, limit=n)]
+            prefetch = [models.Prefetch(query=dense.tolist(), using=DENSE, limit=n, filter=flt)]
             weights = [dense_weight]
             if sparse_query and sparse_query.indices:
-                prefetch.append(models.Prefetch(query=sparse_query, using=SPARSE, limit=n))
+                prefetch.append(models.Prefetch(query=sparse_query, using=SPARSE, limit=n, filter=flt))
                 weights.append(1.0)
             fusion = (models.FusionQuery(fusion=models.Fusion.RRF) if dense_weight == 1.0 else
                       models.RrfQuery(rrf=models.Rrf(weights=weights)))
@@ -209,3 +260,17 @@ class VectorStore:
             )
             for p in result.points
         ]
+
+
+def _filter(where: SearchFilter | None) -> models.Filter | None:
+    if not where:
+        return None
+    must: list[models.Condition] = []
+    if where.key_prefix:
+        must.append(models.FieldCondition(key="prefixes", match=models.MatchValue(value=where.key_prefix)))
+    if where.language:
+        must.append(models.FieldCondition(key="language", match=models.MatchValue(value=where.language)))
+    if where.pages:
+        first, last = where.pages
+        must.append(models.FieldCondition(key="pages", range=models.Range(gte=first, lte=last)))
+    return models.Filter(must=must)

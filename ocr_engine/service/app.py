@@ -16,7 +16,6 @@ and measured seconds per page: the one source clients plan page ranges from.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import threading
@@ -35,6 +34,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ocr_engine import errors as engine_errors
 from ocr_engine.engine import BACKENDS, OcrEngine
 from ocr_engine.service import errors as E
+from ocr_engine.service.auth import authorised
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.service.s3 import read_s3
 from ocr_engine.service.settings import ServiceSettings
@@ -134,7 +134,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         route = request.url.path
         started = time.perf_counter()
         needs_key = keys and (settings.auth_health or route not in OPEN_ROUTES)
-        if needs_key and not _authorised(request, keys):
+        if needs_key and not authorised(request, keys):
             response = error_response(request, 401, "unauthorized", "a valid API key is required",
                                       {"WWW-Authenticate": "Bearer"})
         else:
@@ -264,16 +264,6 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         return {"request_id": request.state.request_id, "pages": [r.as_dict() for r in results]}
 
     return app
-
-
-def _authorised(request: Request, keys: list[bytes]) -> bool:
-    header = request.headers.get("authorization", "")
-    given = header[7:] if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
-    given_b = given.encode()
-    ok = False
-    for key in keys:  # compare with every key, each in constant time
-        ok |= hmac.compare_digest(given_b, key)
-    return ok
 
 
 async def _read_upload(file: UploadFile, limit: int) -> bytes:

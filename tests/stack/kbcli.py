@@ -19,7 +19,7 @@ def kb(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Comp
 
 def stack_env(state: Path, **extra: str) -> dict[str, str]:
     """An environment for ``kb`` with its own state folder and free ports, manual runs only."""
-    api, worker_logs, trigger_logs, ocr = free_ports(4)
+    api, worker_logs, trigger_logs, ocr, search = free_ports(5)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "AIRFLOW", "OCR_"))}
     env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
     env.update({
@@ -28,6 +28,7 @@ def stack_env(state: Path, **extra: str) -> dict[str, str]:
         "KB_AIRFLOW_WORKER_LOG_PORT": str(worker_logs),
         "KB_AIRFLOW_TRIGGER_LOG_PORT": str(trigger_logs),
         "KB_OCR_PORT": str(ocr),
+        "KB_SEARCH_PORT": str(search),
         "KB_SCHEDULE": "",  # manual runs only, so the test decides when runs happen
         **extra,
     })

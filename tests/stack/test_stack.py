@@ -16,6 +16,7 @@ from tests.stack.kbcli import REPO, kb
 from tests.stack.kbcli import stack_env as stack_env_for
 
 pytestmark = pytest.mark.stack
+CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,57 @@ def test_ingest_wait_then_search_cites_the_right_page(stack_env):
     done = kb(stack_env, "ingest", str(REPO / "include" / "samples"), "--wait", "--timeout", "400")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 indexed" in done.stdout
+
+
+def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_its_image(stack_env):
+    """Headless Chromium (Debian's) types a question into the search page and finds the
+    expected document and page among the results, then opens the page image."""
+    from playwright.sync_api import sync_playwright
+
+    secrets = dict(line.split("=", 1) for line in (Path(stack_env["KB_STATE_DIR"]) / "secrets.env").read_text().split())
+    status = json.loads(kb(stack_env, "status", "--json").stdout)
+    assert status["search"]["healthy"]
+    url = f"{status['search']['url']}/#key={secrets['KB_SEARCH_API_KEY']}"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        try:
+            page = browser.new_page()
+            page.goto(url)
+            page.fill("#query", "How often must the coupling insert be replaced?")
+            page.click("#go")
+            page.wait_for_selector("li.hit", timeout=30_000)
+            hits = page.locator("li.hit")
+            found = [(hits.nth(i).get_attribute("data-key"), hits.nth(i).get_attribute("data-pages"))
+                     for i in range(hits.count())]
+            assert ("service-bulletin-sb7-scan.pdf", "2") in found, found
+            first = hits.nth(found.index(("service-bulletin-sb7-scan.pdf", "2")))
+            assert first.locator("mark").count() >= 2  # matched terms marked in the snippet
+            first.locator("a.page-link").click()
+            image = first.locator("img.page")
+            image.wait_for(timeout=30_000)
+            assert page.evaluate("img => img.naturalWidth", image.element_handle()) > 100
+        finally:
+            browser.close()
+
+
+def test_kb_search_asks_the_service_and_falls_back_in_process_with_a_note(stack_env):
+    done = kb(stack_env, "search", "What does error code E42 mean?", "--top-k", "1", "--json")
+    assert done.returncode == 0 and "note:" not in done.stderr, done.stderr
+    assert json.loads(done.stdout)[0]["pages"] == [5]
+    # the same question with the service stopped: answered in process, with a one-line note
+    from kb.settings import StackSettings
+    from kb.stack import stop_search
+
+    settings = StackSettings(state_dir=Path(stack_env["KB_STATE_DIR"]), search_port=int(stack_env["KB_SEARCH_PORT"]))
+    assert stop_search(settings)
+    try:
+        done = kb(stack_env, "search", "What does error code E42 mean?", "--top-k", "1", "--json")
+        assert done.returncode == 0 and done.stderr.count("\n") == 1 and "not running" in done.stderr
+        assert json.loads(done.stdout)[0]["pages"] == [5]
+    finally:
+        assert kb(stack_env, "up").returncode == 0  # starts what is not running: the search service
 
 
 def test_a_taken_port_is_a_clear_error_within_a_bounded_wait(stack_env, tmp_path):

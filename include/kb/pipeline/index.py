@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kb.chunking import chunk_pages
-from kb.embedding import Embedder
+from kb.embedding import TextEmbedder, make_embedder
 from kb.errors import IncompleteExtraction, ValidationFailed
 from kb.ledger import LedgerEntry, Status
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PlannedDocument
 from kb.pipeline.records import fail, quarantine_invalid, record, record_failed_pages
 from kb.pipeline.signature import signature_of
+from kb.retrieval import key_prefixes, language
 from kb.sparse import SparseEncoder, SparseVector
 from kb.limits import TEXTLAYER
 from ocr_engine.schema import FAILED
@@ -107,7 +108,7 @@ def check_chunks(ctx: Context, p: Prepared, dimension: int, max_tokens: int) -> 
     return _gate(ctx, p.document, "chunks", frame, chunks_suite(ctx.quality, dimension, max_tokens))
 
 
-def prepare(ctx: Context, document: PlannedDocument, embedder: Embedder) -> Prepared:
+def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> Prepared:
     """Pages checked, chunked and embedded: everything but the writes."""
     from kb.vectorstore import point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
 
@@ -125,10 +126,11 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: Embedder) -> Prep
     encoder = SparseEncoder(ctx.settings.sparse_tokenizer)
     sparse = [encoder.encode_document(t) for t in texts]
     d = document
+    # prefixes and language are what search filters match on (kb.retrieval.SearchFilter)
     payloads = [{
         "doc_id": d.doc_id, "bucket": d.bucket, "key": d.key, "version_id": d.version_id, "etag": d.etag,
         "sha256": d.sha256, "pages": c.pages, "chunk_index": c.index, "section": c.section, "text": c.text,
-        "tokens": c.tokens, "embedder": embedder.model_id,
+        "tokens": c.tokens, "embedder": embedder.model_id, "prefixes": key_prefixes(d.key), "language": language(c.text),
     } for c in chunks]
     ids = [point_id(d.doc_id, d.sha256, c.index) for c in chunks]
     empty = len([p for p in loaded.pages if p.get("status") == "empty"])
@@ -144,7 +146,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
     from kb.vectorstore import VectorStore
 
     s = ctx.settings
-    embedder = Embedder(s.embed_model_dir, batch_size=s.embed_batch_size)
+    embedder = make_embedder(s)
     results: list[DocumentResult] = []
     # Each with the ledger entry read here: no other task writes it while this one runs.
     prepared: list[tuple[LedgerEntry | None, Prepared]] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from kb.embedding import Embedder
+from kb.embedding import make_embedder
 from kb.settings import PipelineSettings
 from kb.sparse import SparseEncoder
 
@@ -18,10 +18,13 @@ def signature_of(embedder_id: str, sparse_tokenizer: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def _signature(model_dir: str | None, tokenizer: str) -> str:
-    return signature_of(Embedder(model_dir).model_id, tokenizer)
+def _signature(model_dir: str | None, backend: str, tokenizer: str, state_dir: str) -> str:
+    settings = PipelineSettings(embed_model_dir=model_dir, embed_backend=backend, sparse_tokenizer=tokenizer,
+                                state_dir=state_dir)
+    return signature_of(make_embedder(settings).model_id, tokenizer)
 
 
 def index_signature(settings: PipelineSettings) -> str:
     """The signature the current settings make (hashes the embedder's weights: ~0.6 s)."""
-    return _signature(str(settings.embed_model_dir) if settings.embed_model_dir else None, settings.sparse_tokenizer)
+    model_dir = str(settings.embed_model_dir) if settings.embed_model_dir else None
+    return _signature(model_dir, settings.embed_backend, settings.sparse_tokenizer, str(settings.state_dir))

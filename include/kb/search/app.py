@@ -1,0 +1,231 @@
+"""The search service: ``POST /v1/search``, ``GET /v1/documents/{doc_id}/pages/{n}.png``, the
+search page at ``GET /``, ``/health``, ``/ready``, ``/metrics``.
+
+It keeps the embedder loaded and a vector store open between queries (``stores``), and
+follows the OCR service's conventions: API keys, one error body shape, JSON logs without
+document text, and no query text unless ``KB_SEARCH_LOG_QUERIES`` is on.
+"""
+
+import json
+import logging
+import time
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+from urllib.parse import quote
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kb.retrieval import Retriever, SearchFilter, mark_terms
+from kb.search import errors as E
+from kb.search.pages import PageNotFound, render_png
+from kb.search.stores import open_reader
+from kb.search.ui import PAGE
+from kb.settings import PipelineSettings, S3Settings, SearchSettings
+from ocr_engine.service.auth import authorised
+
+log = logging.getLogger("kb.search")
+OPEN_ROUTES = ("/", "/health", "/ready", "/metrics")
+
+
+def _log(event: str, **fields: Any) -> None:
+    log.info(json.dumps({"event": event, **fields}, ensure_ascii=False))
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter("kb_search_requests", "Requests by route and status", ["route", "status"], registry=r)
+        self.latency = Histogram("kb_search_query_seconds", "Search latency by mode", ["mode"], registry=r,
+                                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.errors = Counter("kb_search_errors", "Errors by code", ["code"], registry=r)
+        self.reloads = Gauge("kb_search_store_reloads", "Store copies loaded (local mode)", registry=r)
+        self.store_age = Gauge("kb_search_store_age_seconds", "Seconds since the store copy was loaded", registry=r)
+
+
+class FilterIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key_prefix: str | None = Field(None, min_length=1, max_length=1024,
+                                   description="a folder (ending in /) or a whole key")
+    language: Literal["en", "zh"] | None = None
+    pages: tuple[int, int] | None = Field(None, description="[first, last]: chunks touching these pages")
+
+    @field_validator("pages")
+    @classmethod
+    def _range(cls, value):
+        if value is not None and not 1 <= value[0] <= value[1]:
+            raise ValueError("pages must be [first, last] with 1 <= first <= last")
+        return value
+
+
+def create_app(settings: SearchSettings | None = None, pipeline: PipelineSettings | None = None) -> FastAPI:
+    settings = settings or SearchSettings()
+    pipeline = pipeline or PipelineSettings()
+    if not settings.api_key and not settings.allow_no_auth:
+        raise ValueError("no API key: set KB_SEARCH_API_KEY (or KB_SEARCH_ALLOW_NO_AUTH=true for a closed network)")
+    keys = [k.get_secret_value().encode() for k in settings.api_key]
+    metrics = Metrics()
+    reader = open_reader(pipeline, settings.refresh_interval_s)
+    retriever = Retriever(pipeline, stores=reader, embed_threads=settings.embed_threads)
+    state: dict[str, Any] = {"ready": False}
+
+    class SearchIn(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        query: str = Field(max_length=settings.max_query_chars)
+        top_k: int = Field(5, ge=1, le=settings.max_top_k)
+        mode: Literal["hybrid", "dense", "sparse"] = pipeline.search_mode  # type: ignore[assignment]
+        filter: FilterIn | None = None
+
+        @field_validator("query")
+        @classmethod
+        def _not_blank(cls, value: str) -> str:
+            if not value.strip():
+                raise ValueError("the query is empty")
+            return value
+
+    def s3_store():
+        from kb.objectstore import ObjectStore
+
+        s3 = S3Settings()
+        if settings.s3_access_key:
+            s3 = s3.model_copy(update={"access_key": settings.s3_access_key, "secret_key": settings.s3_secret_key})
+        return ObjectStore.from_settings(s3)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        started = time.perf_counter()
+        await anyio.to_thread.run_sync(retriever.embedder.embed, ["warm-up"])  # loads (or exports) the model
+        await anyio.to_thread.run_sync(reader.start)
+        app.state.objects = s3_store()
+        state["ready"] = True
+        _log("ready", embedder=retriever.embedder.model_id, seconds=round(time.perf_counter() - started, 2))
+        yield
+        state["ready"] = False
+        reader.close()
+
+    app = FastAPI(title="Knowledge base search", lifespan=lifespan)
+
+    def error_response(request: Request, status: int, code: str, message: str, headers=None,
+                       field: str | None = None) -> JSONResponse:
+        body: dict[str, Any] = {"code": code, "message": message, "request_id": getattr(request.state, "request_id", None)}
+        if field:
+            body["field"] = field
+        metrics.errors.labels(code).inc()
+        return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+    @app.exception_handler(E.ServiceError)
+    async def _service_error(request: Request, exc: E.ServiceError):
+        return error_response(request, exc.status, exc.code, exc.message, exc.headers, getattr(exc, "field", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0]
+        loc = [str(p) for p in first.get("loc", ())][1:]  # the first is where: body, query or path
+        field = ".".join(p for p in loc if not p.isdigit()) or None
+        message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+        return error_response(request, 422, "invalid_request", message, field=field)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("unexpected error")
+        return error_response(request, 500, "internal_error", "unexpected error; see the service log")
+
+    @app.middleware("http")
+    async def around(request: Request, call_next):
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        request.state.request_id = rid
+        route = request.url.path
+        started = time.perf_counter()
+        needs_key = keys and (settings.auth_health or route not in OPEN_ROUTES)
+        if needs_key and not authorised(request, keys):
+            response = error_response(request, 401, "unauthorized", "a valid API key is required",
+                                      {"WWW-Authenticate": "Bearer"})
+        else:
+            response = await call_next(request)
+        response.headers["X-Request-ID"] = rid
+        if route != "/metrics":
+            label = "/v1/documents/pages" if route.startswith("/v1/documents/") else route
+            metrics.requests.labels(label, str(response.status_code)).inc()
+            _log("request", request_id=rid, method=request.method, route=label, status=response.status_code,
+                 ms=round((time.perf_counter() - started) * 1000, 1))
+        return response
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page():
+        return PAGE
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/ready")
+    async def ready():
+        if not state["ready"]:
+            raise E.NotReady("loading the embedder and the store")
+
+        def check() -> dict[str, Any]:
+            with reader() as vs:
+                dimension = vs.dimension()
+            return {"dimension": dimension}
+
+        found = await anyio.to_thread.run_sync(check)
+        embedder = retriever.embedder
+        if found["dimension"] not in (None, embedder.dimension):
+            raise E.NotReady(f"collection {pipeline.collection!r} holds {found['dimension']}-d vectors; "
+                             f"the embedder makes {embedder.dimension}-d")
+        return {"status": "ready", "embedder": embedder.model_id, "collection": pipeline.collection,
+                "collection_exists": found["dimension"] is not None, "store_generation": reader.generation}
+
+    @app.get("/metrics")
+    async def prometheus():
+        metrics.reloads.set(reader.reloads)
+        if getattr(reader, "loaded_at", None):
+            metrics.store_age.set(time.time() - reader.loaded_at)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/search")
+    async def search(body: SearchIn, request: Request):
+        if not state["ready"]:
+            raise E.NotReady("loading the embedder and the store")
+        where = None
+        if body.filter is not None:
+            where = SearchFilter(body.filter.key_prefix, body.filter.language, body.filter.pages)
+        started = time.perf_counter()
+        hits = await anyio.to_thread.run_sync(lambda: retriever.search(body.query, body.top_k, body.mode, where))
+        seconds = time.perf_counter() - started
+        metrics.latency.labels(body.mode).observe(seconds)
+        if settings.log_queries:
+            _log("query", request_id=request.state.request_id, query=body.query, mode=body.mode, hits=len(hits))
+        tokenizer = retriever.encoder.tokenizer
+        for hit in hits:
+            hit["page_url"] = page_url(hit)
+            hit["snippet_html"] = mark_terms(hit["snippet"], body.query, tokenizer)
+        # plain JSON: FastAPI's encoder would walk every hit again for nothing (~2 ms a query)
+        return JSONResponse({"hits": hits, "took_ms": round(seconds * 1000, 2)})
+
+    @app.get("/v1/documents/{doc_id}/pages/{page:int}.png")
+    async def page_image(doc_id: str, page: int, request: Request, version: str | None = None):
+        try:
+            png = await anyio.to_thread.run_sync(lambda: render_png(
+                request.app.state.objects, pipeline.artifacts_bucket, doc_id, page, version,
+                settings.page_dpi, settings.max_page_pixels))
+        except PageNotFound as exc:
+            raise E.NotFound(exc.message, code=exc.code) from None
+        return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
+
+    return app
+
+
+def page_url(hit: dict[str, Any]) -> str | None:
+    """Where the image of a hit's first page is, at the exact version the chunk came from."""
+    if not hit.get("doc_id") or not hit.get("pages"):
+        return None
+    url = f"/v1/documents/{hit['doc_id']}/pages/{hit['pages'][0]}.png"
+    return url + (f"?version={quote(hit['version_id'], safe='')}" if hit.get("version_id") else "")

@@ -1,0 +1,215 @@
+"""The search service as deployed: `kb-search serve` on loopback, over a store the real
+pipeline stages wrote (real S3 server, Qdrant local mode, the ONNX embedder)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pymupdf
+import pytest
+
+from kb.limits import RangeLimits
+from kb.objectstore import ObjectStore
+from kb.pipeline import Context
+from kb.pipeline.extract import engine_extractor, extract, local_engine
+from kb.pipeline.index import index_batch
+from kb.pipeline.plan import plan
+from kb.pipeline.sense import sense
+from kb.samples import ARCHIVE_RULES, PUMP_MANUAL, write_pdf
+from kb.settings import PipelineSettings
+from tests.conftest import free_ports
+
+pytestmark = pytest.mark.integration
+KEY = "search-test-key"
+SECRET_QUESTION = "How often must the impeller seal be replaced?"
+
+
+def ingest(ctx: Context, run_id: str) -> list:
+    planned = plan(ctx, sense(ctx), run_id, RangeLimits.from_engine(local_engine()))
+    for rng in planned.ranges:
+        extract(ctx, rng, engine_extractor)
+    return index_batch(ctx, planned.documents, run_id)
+
+
+@pytest.fixture(scope="module")
+def kb(s3_server, tmp_path_factory):
+    """Two sample documents indexed through the pipeline's stages."""
+    import uuid
+
+    tag = uuid.uuid4().hex[:8]
+    state = tmp_path_factory.mktemp("search-state")
+    settings = PipelineSettings(state_dir=state, inbox_bucket=f"inbox-{tag}", artifacts_bucket=f"artifacts-{tag}")
+    store = ObjectStore.connect(s3_server["endpoint"], s3_server["access_key"], s3_server["secret_key"])
+    store.ensure_bucket(settings.inbox_bucket, versioned=True)
+    store.ensure_bucket(settings.artifacts_bucket)
+    docs = tmp_path_factory.mktemp("search-docs")
+    for key, (title, pages) in {"manuals/aquila-p200-manual.pdf": PUMP_MANUAL,
+                                "rules/archive-digitization-rules-zh.pdf": ARCHIVE_RULES}.items():
+        write_pdf(docs / Path(key).name, title, pages)
+        store.put_bytes(settings.inbox_bucket, key, (docs / Path(key).name).read_bytes())
+    ctx = Context(store, settings)
+    results = ingest(ctx, "run-1")
+    assert [r.status for r in results] == ["indexed", "indexed"]
+    return {"ctx": ctx, "settings": settings, "store": store, "docs": docs, "s3": s3_server}
+
+
+@pytest.fixture(scope="module")
+def service(kb, tmp_path_factory):
+    port = free_ports(1)[0]
+    s = kb["settings"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "OCR_"))}
+    env.update({
+        "KB_STATE_DIR": str(s.state_dir), "KB_INBOX_BUCKET": s.inbox_bucket, "KB_ARTIFACTS_BUCKET": s.artifacts_bucket,
+        "KB_S3_ENDPOINT": kb["s3"]["endpoint"], "KB_SEARCH_S3_ACCESS_KEY": kb["s3"]["access_key"],
+        "KB_SEARCH_S3_SECRET_KEY": kb["s3"]["secret_key"], "KB_SEARCH_API_KEY": f"{KEY},rotated-key",
+        "KB_SEARCH_PORT": str(port), "KB_SEARCH_REFRESH_INTERVAL_S": "0.2", "HF_HUB_OFFLINE": "1",
+    })
+    log = open(tmp_path_factory.mktemp("search-log") / "search.log", "w+")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "kb-search"), "serve"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, "the search service exited while starting"
+            assert time.monotonic() < deadline, "the search service did not become ready"
+            time.sleep(0.3)
+        yield {"base": base, "proc": proc, "log": log}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def ask(service, body: dict, key: str | None = KEY, header: str = "bearer") -> httpx.Response:
+    headers = {}
+    if key:
+        headers = {"Authorization": f"Bearer {key}"} if header == "bearer" else {"X-API-Key": key}
+    return httpx.post(f"{service['base']}/v1/search", json=body, headers=headers, timeout=30)
+
+
+def assert_error(resp: httpx.Response, status: int, code: str, field: str | None = None):
+    assert resp.status_code == status, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == code and error["message"] and error["request_id"] == resp.headers["x-request-id"]
+    if field:
+        assert error["field"] == field, error
+
+
+def test_a_question_finds_its_page_with_everything_a_client_needs(service):
+    resp = ask(service, {"query": SECRET_QUESTION, "top_k": 3})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["took_ms"] > 0
+    top = body["hits"][0]
+    assert {"score", "key", "pages", "section", "snippet", "text", "version_id", "page_url"} <= set(top)
+    assert top["key"] == "manuals/aquila-p200-manual.pdf" and top["pages"] == [4]
+    assert "<mark>impeller</mark>" in top["snippet_html"] and "<mark>seal</mark>" in top["snippet_html"]
+    assert top["page_url"].startswith("/v1/documents/") and top["page_url"].endswith(f"?version={top['version_id']}")
+    zh = ask(service, {"query": "档案扫描分辨率不低于多少？", "top_k": 1}, key="rotated-key", header="x-api-key").json()
+    assert zh["hits"][0]["key"] == "rules/archive-digitization-rules-zh.pdf" and zh["hits"][0]["pages"] == [2]
+
+
+def test_keys_are_required_and_bad_input_is_422_naming_the_field(service):
+    assert_error(ask(service, {"query": "pump"}, key=None), 401, "unauthorized")
+    assert_error(ask(service, {"query": "pump"}, key="not-the-key"), 401, "unauthorized")
+    assert httpx.get(f"{service['base']}/health").status_code == 200
+    for body, field in (({"query": "   "}, "query"), ({"query": "pump", "top_k": 0}, "top_k"),
+                        ({"query": "pump", "top_k": 51}, "top_k"), ({"query": "pump", "mode": "fuzzy"}, "mode"),
+                        ({"query": "x" * 2001}, "query"), ({"top_k": 3}, "query"),
+                        ({"query": "pump", "filter": {"pages": [3, 1]}}, "filter.pages"),
+                        ({"query": "pump", "filter": {"language": "fr"}}, "filter.language")):
+        assert_error(ask(service, body), 422, "invalid_request", field)
+
+
+def test_filters_restrict_hits_by_folder_language_and_pages(service):
+    hits = ask(service, {"query": "maintenance schedule scanning", "top_k": 20, "filter": {"key_prefix": "rules/"}}).json()
+    assert hits["hits"] and {h["key"] for h in hits["hits"]} == {"rules/archive-digitization-rules-zh.pdf"}
+    hits = ask(service, {"query": "pump 档案", "top_k": 20, "filter": {"language": "zh"}}).json()["hits"]
+    assert hits and all(h["key"].startswith("rules/") for h in hits)
+    hits = ask(service, {"query": "pump", "top_k": 20, "filter": {"pages": [5, 5]}}).json()["hits"]
+    assert hits and all(5 in h["pages"] for h in hits)
+    exact = ask(service, {"query": "pump", "filter": {"key_prefix": "manuals/aquila-p200-manual.pdf"}}).json()["hits"]
+    assert exact and {h["key"] for h in exact} == {"manuals/aquila-p200-manual.pdf"}
+
+
+def test_the_page_behind_a_hit_is_rendered_from_its_exact_version(service, kb):
+    headers = {"Authorization": f"Bearer {KEY}"}
+    hit = ask(service, {"query": SECRET_QUESTION, "top_k": 1}).json()["hits"][0]
+    resp = httpx.get(service["base"] + hit["page_url"], headers=headers, timeout=30)
+    assert resp.status_code == 200 and resp.headers["content-type"] == "image/png"
+    image = pymupdf.Pixmap(resp.content)
+    assert 0.6 < image.width / image.height < 0.8  # an A4 page, upright
+
+    # a new version of the document with one page: the old version's page 4 is still there
+    store, s = kb["store"], kb["settings"]
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 72), "a one-page replacement")
+    store.put_bytes(s.inbox_bucket, "manuals/aquila-p200-manual.pdf", doc.tobytes())
+    assert httpx.get(service["base"] + hit["page_url"], headers=headers, timeout=30).status_code == 200
+
+    doc_id = hit["page_url"].split("/")[3]
+    for url, code in ((f"/v1/documents/{doc_id}/pages/99.png?version={hit['version_id']}", "unknown_page"),
+                      (f"/v1/documents/{doc_id}/pages/1.png?version=no-such-version", "unknown_version"),
+                      ("/v1/documents/00000000-0000-0000-0000-000000000000/pages/1.png", "unknown_document")):
+        assert_error(httpx.get(service["base"] + url, headers=headers, timeout=30), 404, code)
+    assert_error(httpx.get(service["base"] + hit["page_url"]), 401, "unauthorized")
+
+
+def test_writes_while_serving_fail_no_query_and_show_up_within_seconds(service, kb):
+    """An index task writes the store while queries run: every query answers, and the new
+    document is found a moment after the writer closes the store."""
+    ctx, s = kb["ctx"], kb["settings"]
+    write_pdf(kb["docs"] / "bulletin.pdf", "Service Bulletin SB-9: Aquila P-200 Gearbox", [
+        ("Gearbox oil", ["Change the gearbox oil of the Aquila P-200 every 7,500 operating hours with ISO VG 220."]),
+    ])
+    ctx.store.put_bytes(s.inbox_bucket, "bulletins/sb-9.pdf", (kb["docs"] / "bulletin.pdf").read_bytes())
+    statuses: list[int] = []
+    stop = threading.Event()
+
+    def hammer():
+        while not stop.is_set():
+            statuses.append(ask(service, {"query": "gearbox oil change interval", "top_k": 3}).status_code)
+
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(2):
+            pool.submit(hammer)
+        ingest(ctx, "run-2")  # takes the store's lock, writes, marks a new generation
+        deadline = time.monotonic() + 20
+        found = False
+        while time.monotonic() < deadline and not found:
+            hits = ask(service, {"query": "gearbox oil ISO VG 220", "top_k": 3}).json()["hits"]
+            found = any(h["key"] == "bulletins/sb-9.pdf" for h in hits)
+            time.sleep(0.2)
+        stop.set()
+    assert found, "the new document was not searchable 20 s after it was written"
+    assert statuses and set(statuses) == {200}, statuses
+
+
+def test_ready_metrics_and_logs_without_query_text_or_torch(service):
+    ready = httpx.get(f"{service['base']}/ready").json()
+    assert ready["status"] == "ready" and ready["embedder"].endswith("+onnx") and ready["collection_exists"]
+    metrics = httpx.get(f"{service['base']}/metrics").text
+    assert re.search(r'kb_search_query_seconds_count\{mode="hybrid"\} [1-9]', metrics)
+    assert 'kb_search_errors_total{code="invalid_request"}' in metrics
+    assert re.search(r"kb_search_store_reloads [2-9]", metrics), "the store copy was refreshed after the write"
+    service["log"].flush()
+    service["log"].seek(0)
+    text = service["log"].read()
+    assert '"event": "request"' in text
+    assert "impeller" not in text and "gearbox" not in text, "no query text in the logs"
+    assert KEY not in text
+    maps = Path(f"/proc/{service['proc'].pid}/maps").read_text()
+    assert "libtorch" not in maps, "answering queries must not load torch"
