@@ -81,6 +81,10 @@ def test_a_new_embedder_or_sparse_scheme_is_a_change_the_ledger_sees(kb_env, emb
     assert [o.key for o in sense(context()).todo] == ["manual.pdf"]
     monkeypatch.delenv("KB_SPARSE_TOKENIZER")
 
+    monkeypatch.setenv("KB_EMBED_BACKEND", "torch")  # the same weights on another runtime
+    assert [o.key for o in sense(context()).todo] == ["manual.pdf"]
+    monkeypatch.delenv("KB_EMBED_BACKEND")
+
     from tests.embedders import tiny_embedder_dir
 
     monkeypatch.setenv("KB_EMBED_MODEL_DIR", str(tiny_embedder_dir(tmp_path)))
