@@ -120,10 +120,38 @@ def kb_env(s3_server, tmp_path, monkeypatch):
 
 
 @contextmanager
-def start_service(s3_server, folder: Path, env_overrides: dict[str, str]):
-    """`ocr-engine serve` on a free loopback port until the block ends; yields base URL and log."""
+def serve(command: str, env: dict[str, str], log_path: Path, port: int, timeout_s: float = 120):
+    """One of the project's HTTP services (``ocr-engine serve``, ``kb-search serve``) on
+    ``port`` until the block ends, once its ``/ready`` answers 200; yields base URL, log and process."""
     import httpx
 
+    log = open(log_path, "w+")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / command), "serve"], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, f"{command} exited while starting"
+            assert time.monotonic() < deadline, f"{command} did not become ready"
+            time.sleep(0.3)
+        yield {"base": base, "port": port, "log": log, "proc": proc}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def start_service(s3_server, folder: Path, env_overrides: dict[str, str]):
+    """`ocr-engine serve` on a free loopback port until the block ends; yields base URL and log."""
     port = free_ports(1)[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OCR_", "KB_"))}
     env.update({
@@ -131,28 +159,8 @@ def start_service(s3_server, folder: Path, env_overrides: dict[str, str]):
         "OCR_SERVICE_S3_ENDPOINT": s3_server["endpoint"], "OCR_SERVICE_S3_ACCESS_KEY": s3_server["access_key"],
         "OCR_SERVICE_S3_SECRET_KEY": s3_server["secret_key"], **env_overrides,
     })
-    log = open(folder / "service.log", "w+")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "ocr-engine"), "serve"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, "the OCR service exited while starting"
-            assert time.monotonic() < deadline, "the OCR service did not become ready"
-            time.sleep(0.3)
-        yield {"base": base, "port": port, "log": log, "proc": proc, "api_key": env.get("OCR_SERVICE_API_KEYS", "")}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with serve("ocr-engine", env, folder / "service.log", port, timeout_s=90) as svc:
+        yield {**svc, "api_key": env.get("OCR_SERVICE_API_KEYS", "")}
 
 
 @pytest.fixture(scope="session")

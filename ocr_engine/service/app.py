@@ -20,7 +20,6 @@ import json
 import logging
 import threading
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,7 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ocr_engine import errors as engine_errors
 from ocr_engine.engine import BACKENDS, OcrEngine
 from ocr_engine.service import errors as E
-from ocr_engine.service.auth import authorised
+from ocr_engine.service.http import around_requests
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.service.s3 import read_s3
 from ocr_engine.service.settings import ServiceSettings
@@ -127,26 +126,19 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
 
     # --- request id, auth, logs, metrics --------------------------------------------------
 
-    @app.middleware("http")
-    async def around(request: Request, call_next):
-        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
-        request.state.request_id = rid
+    def unauthorised(request: Request) -> JSONResponse:
+        return error_response(request, 401, "unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"})
+
+    def done(request: Request, response, seconds: float) -> None:
         route = request.url.path
-        started = time.perf_counter()
-        needs_key = keys and (settings.auth_health or route not in OPEN_ROUTES)
-        if needs_key and not authorised(request, keys):
-            response = error_response(request, 401, "unauthorized", "a valid API key is required",
-                                      {"WWW-Authenticate": "Bearer"})
-        else:
-            response = await call_next(request)
-        seconds = time.perf_counter() - started
-        response.headers["X-Request-ID"] = rid
         if route != "/metrics":
             metrics.requests.labels(route, str(response.status_code)).inc()
             metrics.latency.labels(route).observe(seconds)
-            _log("request", request_id=rid, method=request.method, route=route, status=response.status_code,
-                 ms=round(seconds * 1000, 1))
-        return response
+            _log("request", request_id=request.state.request_id, method=request.method, route=route,
+                 status=response.status_code, ms=round(seconds * 1000, 1))
+
+    around_requests(app, keys=keys, open_routes=OPEN_ROUTES, auth_open_routes=settings.auth_health,
+                    unauthorised=unauthorised, done=done)
 
     # --- routes -----------------------------------------------------------------------
 

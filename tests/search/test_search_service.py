@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +23,7 @@ from kb.pipeline.plan import plan
 from kb.pipeline.sense import sense
 from kb.samples import ARCHIVE_RULES, PUMP_MANUAL, write_pdf
 from kb.settings import PipelineSettings
-from tests.conftest import free_ports
+from tests.conftest import free_ports, serve
 
 pytestmark = pytest.mark.integration
 KEY = "search-test-key"
@@ -72,25 +70,8 @@ def service(kb, tmp_path_factory):
         "KB_SEARCH_S3_SECRET_KEY": kb["s3"]["secret_key"], "KB_SEARCH_API_KEY": f"{KEY},rotated-key",
         "KB_SEARCH_PORT": str(port), "KB_SEARCH_REFRESH_INTERVAL_S": "0.2", "HF_HUB_OFFLINE": "1",
     })
-    log = open(tmp_path_factory.mktemp("search-log") / "search.log", "w+")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "kb-search"), "serve"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, "the search service exited while starting"
-            assert time.monotonic() < deadline, "the search service did not become ready"
-            time.sleep(0.3)
-        yield {"base": base, "proc": proc, "log": log}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serve("kb-search", env, tmp_path_factory.mktemp("search-log") / "search.log", port) as svc:
+        yield svc
 
 
 def ask(service, body: dict, key: str | None = KEY, header: str = "bearer") -> httpx.Response:

@@ -9,7 +9,6 @@ document text, and no query text unless ``KB_SEARCH_LOG_QUERIES`` is on.
 import json
 import logging
 import time
-import uuid
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 from urllib.parse import quote
@@ -27,7 +26,7 @@ from kb.search.pages import PageNotFound, render_png
 from kb.search.stores import open_reader
 from kb.search.ui import PAGE
 from kb.settings import PipelineSettings, S3Settings, SearchSettings
-from ocr_engine.service.auth import authorised
+from ocr_engine.service.http import around_requests
 
 log = logging.getLogger("kb.search")
 OPEN_ROUTES = ("/", "/health", "/ready", "/metrics")
@@ -137,25 +136,19 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
         log.exception("unexpected error")
         return error_response(request, 500, "internal_error", "unexpected error; see the service log")
 
-    @app.middleware("http")
-    async def around(request: Request, call_next):
-        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
-        request.state.request_id = rid
+    def unauthorised(request: Request) -> JSONResponse:
+        return error_response(request, 401, "unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"})
+
+    def done(request: Request, response, seconds: float) -> None:
         route = request.url.path
-        started = time.perf_counter()
-        needs_key = keys and (settings.auth_health or route not in OPEN_ROUTES)
-        if needs_key and not authorised(request, keys):
-            response = error_response(request, 401, "unauthorized", "a valid API key is required",
-                                      {"WWW-Authenticate": "Bearer"})
-        else:
-            response = await call_next(request)
-        response.headers["X-Request-ID"] = rid
         if route != "/metrics":
-            label = "/v1/documents/pages" if route.startswith("/v1/documents/") else route
+            label = "/v1/documents/pages" if route.startswith("/v1/documents/") else route  # no ids in labels
             metrics.requests.labels(label, str(response.status_code)).inc()
-            _log("request", request_id=rid, method=request.method, route=label, status=response.status_code,
-                 ms=round((time.perf_counter() - started) * 1000, 1))
-        return response
+            _log("request", request_id=request.state.request_id, method=request.method, route=label,
+                 status=response.status_code, ms=round(seconds * 1000, 1))
+
+    around_requests(app, keys=keys, open_routes=OPEN_ROUTES, auth_open_routes=settings.auth_health,
+                    unauthorised=unauthorised, done=done)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
