@@ -305,6 +305,30 @@ def stop_s3(s: StackSettings) -> bool:
     return stop_part(s, "s3", timeout_s=min(s.stop_timeout_s, 5.0))
 
 
+# --- the project's HTTP services (OCR, search) -------------------------------------------
+
+
+def _start_http_service(s: StackSettings, name: str, command: str, env: dict[str, str], base_url: str) -> None:
+    """``<command> serve`` from the venv, waited for until its ``/ready`` answers 200."""
+    pid = _start(s, name, [str(Path(sys.executable).parent / command), "serve"], env, s.state_dir)
+
+    def ready() -> bool:
+        return httpx.get(f"{base_url}/ready", timeout=5).status_code == 200
+
+    _wait_until(s, name, pid, ready, f"the {name} service answering /ready on {base_url}")
+
+
+def _http_service_status(s: StackSettings, name: str, base_url: str) -> dict[str, Any]:
+    pid = part_pid(s, name)
+    out: dict[str, Any] = {"running": bool(pid), "pid": pid, "url": base_url, "healthy": False}
+    if pid:
+        try:
+            out["healthy"] = httpx.get(f"{base_url}/ready", timeout=5).status_code == 200
+        except Exception as exc:
+            out["error"] = str(exc)
+    return out
+
+
 # --- the OCR service -------------------------------------------------------------------
 
 
@@ -325,13 +349,7 @@ def start_ocr(s: StackSettings, secrets_: dict[str, str]) -> None:
         "OCR_SERVICE_S3_SECRET_KEY": secrets_["KB_OCR_S3_SECRET_KEY"],
         "OCR_DEVICE": env.get("OCR_DEVICE", "cpu"),
     })
-    binary = str(Path(sys.executable).parent / "ocr-engine")
-    pid = _start(s, "ocr", [binary, "serve"], env, s.state_dir)
-
-    def ready() -> bool:
-        return httpx.get(f"{ocr_base_url(s)}/ready", timeout=5).status_code == 200
-
-    _wait_until(s, "ocr", pid, ready, f"OCR service ready on {ocr_base_url(s)}")
+    _start_http_service(s, "ocr", "ocr-engine", env, ocr_base_url(s))
 
 
 def stop_ocr(s: StackSettings) -> bool:
@@ -362,13 +380,7 @@ def start_search(s: StackSettings, secrets_: dict[str, str]) -> None:
     })
     for name in ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY"):  # it has an identity of its own
         env.pop(name, None)
-    binary = str(Path(sys.executable).parent / "kb-search")
-    pid = _start(s, "search", [binary, "serve"], env, s.state_dir)
-
-    def ready() -> bool:
-        return httpx.get(f"{search_base_url(s)}/ready", timeout=5).status_code == 200
-
-    _wait_until(s, "search", pid, ready, f"search service ready on {search_base_url(s)}")
+    _start_http_service(s, "search", "kb-search", env, search_base_url(s))
 
 
 def stop_search(s: StackSettings) -> bool:
@@ -538,23 +550,8 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
             af["error"] = str(exc)
     out["airflow"] = af
 
-    pid = part_pid(s, "ocr")
-    ocr: dict[str, Any] = {"running": bool(pid), "pid": pid, "url": ocr_base_url(s), "healthy": False}
-    if pid:
-        try:
-            ocr["healthy"] = httpx.get(f"{ocr_base_url(s)}/ready", timeout=5).status_code == 200
-        except Exception as exc:
-            ocr["error"] = str(exc)
-    out["ocr"] = ocr
-
-    pid = part_pid(s, "search")
-    search: dict[str, Any] = {"running": bool(pid), "pid": pid, "url": search_base_url(s), "healthy": False}
-    if pid:
-        try:
-            search["healthy"] = httpx.get(f"{search_base_url(s)}/ready", timeout=5).status_code == 200
-        except Exception as exc:
-            search["error"] = str(exc)
-    out["search"] = search
+    out["ocr"] = _http_service_status(s, "ocr", ocr_base_url(s))
+    out["search"] = _http_service_status(s, "search", search_base_url(s))
 
     p = PipelineSettings(state_dir=s.state_dir)
     out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),
