@@ -12,7 +12,8 @@ import logging
 from dataclasses import dataclass
 
 from kb.artifacts import ArtifactKeys
-from kb.ledger import doc_id_for, now_iso
+from kb.ledger import now_iso
+from kb.objectstore import ObjectInfo
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult
 from kb.quality.alerts import Alert
@@ -37,9 +38,8 @@ def pending_alerts(ctx: Context, results: list[DocumentResult], channels: list[s
         if body is None:
             log.warning("alert record %s is missing; no alert for %s", r.record, r.key)
             continue
-        version = str(body.get("version_id") or body.get("etag"))
-        doc_id = doc_id_for(body["bucket"], body["key"])
-        markers = {c: ArtifactKeys.alert_marker(doc_id, version, event, c) for c in channels}
+        version = ObjectInfo.from_dict(body).version  # a record names the object as the ledger does
+        markers = {c: ArtifactKeys.alert_marker(body["doc_id"], version, event, c) for c in channels}
         todo = {c: m for c, m in markers.items() if not ctx.store.exists(ctx.artifacts, m)}
         if todo:
             out.append(PendingAlert(Alert.from_record(body, ctx.artifacts), todo))
