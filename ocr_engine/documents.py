@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pymupdf
 
-from ocr_engine.errors import CorruptPdf, EmptyDocument, EncryptedPdf, NotAPdf, PageRangeError, TooManyPages
+from ocr_engine.errors import (CorruptPdf, EmptyDocument, EncryptedPdf, InputError, NotAPdf, PageRangeError,
+                               TooManyPages)
+from ocr_engine.structure import check_structure
 
 pymupdf.TOOLS.mupdf_display_errors(False)  # repairs are reported through our errors, not stderr
 
@@ -24,9 +26,16 @@ def open_pdf(data: bytes, *, max_pages: int | None = None) -> pymupdf.Document:
         doc = pymupdf.open(stream=data, filetype="pdf")
     except Exception as exc:  # MuPDF raises its own FileDataError/RuntimeError variants
         raise CorruptPdf(f"the PDF cannot be opened: {exc}") from exc
+    # A file encrypted with an empty user password is opened (authenticated) by MuPDF
+    # itself and reads like any other: only one that needs a password is refused.
     if doc.needs_pass or doc.is_encrypted:
         doc.close()
         raise EncryptedPdf("the PDF is password-protected")
+    try:
+        check_structure(doc, len(data))
+    except InputError:
+        doc.close()
+        raise
     if doc.page_count == 0:
         doc.close()
         raise CorruptPdf("the PDF has no readable pages (truncated or damaged)")

@@ -29,6 +29,25 @@ class CorruptPdf(InputError):
     code = "corrupt_pdf"
 
 
+class MalformedPdf(InputError):
+    """The object tree is nested past the structure limits or refers back to itself:
+    readers hang or overflow their stacks on such files, so they are refused whole."""
+
+    code = "malformed_pdf"
+
+
+class ClaimsExceedFile(InputError):
+    """The file claims more than its bytes can hold (pages, stream lengths)."""
+
+    code = "claims_exceed_file"
+
+
+class PageTooLarge(InputError):
+    """A page larger than the PDF format allows (14,400 points a side)."""
+
+    code = "page_too_large"
+
+
 class EncryptedPdf(InputError):
     code = "encrypted_pdf"
 

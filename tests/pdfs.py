@@ -51,3 +51,104 @@ def image_only_pdf() -> bytes:
     doc.close()
     return data
 
+
+
+# --- hostile and odd files ------------------------------------------------------------
+
+_CONTENT = b"BT /F1 12 Tf 72 720 Td (hostile page) Tj ET"
+_FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+
+
+def raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF written byte by byte (object 1 is the catalog), so a test can make it as
+    wrong as it likes; PyMuPDF would repair or refuse such structures when saving."""
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def _stream(content: bytes, length: int | None = None) -> bytes:
+    return b"<< /Length %d >>\nstream\n" % (len(content) if length is None else length) + content + b"\nendstream"
+
+
+def _one_page(pages_node: bytes, page_extra: bytes = b"", length: int | None = None) -> bytes:
+    return raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>", pages_node,
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >>" + page_extra + b" >>",
+        _stream(_CONTENT, length), _FONT,
+    ])
+
+
+def recursive_page_tree_pdf() -> bytes:
+    """The page tree lists itself among its kids: a reader that follows it never ends."""
+    return _one_page(b"<< /Type /Pages /Kids [3 0 R 2 0 R] /Count 2 >>")
+
+
+def deeply_nested_pdf(depth: int = 100_000) -> bytes:
+    """A page whose dictionary holds arrays nested ``depth`` deep."""
+    return _one_page(b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>", b" /Junk " + b"[" * depth + b"]" * depth)
+
+
+def deep_page_tree_pdf(levels: int = 5_000) -> bytes:
+    """One page at the bottom of a chain of ``levels`` /Pages nodes."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    for level in range(levels):
+        parent = b" /Parent %d 0 R" % (level + 1) if level else b""
+        objects.append(b"<< /Type /Pages /Kids [%d 0 R] /Count 1%s >>" % (level + 3, parent))
+    page = levels + 2
+    objects.append(b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                   b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (page - 1, page + 1, page + 2))
+    objects += [_stream(_CONTENT), _FONT]
+    return raw_pdf(objects)
+
+
+def giant_page_pdf(side_pt: float = 20_000) -> bytes:
+    doc = pymupdf.open()
+    doc.new_page(width=side_pt, height=side_pt).insert_text((72, 72), "a page larger than the format allows")
+    data = doc.tobytes()
+    doc.close()
+    return data
+
+
+def jpeg_named_pdf() -> bytes:
+    """A photo's bytes, as a scanner app might upload under a .pdf name."""
+    pix = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 48, 48), False)
+    pix.clear_with(120)
+    return pix.tobytes("jpg")
+
+
+def claims_more_pages_pdf(claimed: int = 1_000_000) -> bytes:
+    """A one-page file whose page tree claims ``claimed`` pages."""
+    return _one_page(b"<< /Type /Pages /Kids [3 0 R] /Count %d >>" % claimed)
+
+
+def claims_longer_stream_pdf(claimed: int = 10**12) -> bytes:
+    """A one-page file whose content stream claims ``claimed`` bytes."""
+    return _one_page(b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>", length=claimed)
+
+
+def empty_password_pdf(pages: list[str]) -> bytes:
+    """Encrypted (AES-256) with an owner password and an empty user password: any
+    reader opens it without asking, as viewers do."""
+    doc = pymupdf.open(stream=make_pdf(pages), filetype="pdf")
+    data = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner-only", user_pw="")
+    doc.close()
+    return data
+
+
+def broken_xref_pdf(pages: list[str]) -> bytes:
+    """A sound file whose cross-reference table and startxref point at the wrong bytes;
+    MuPDF rebuilds the table by scanning the objects (``is_repaired``)."""
+    data = make_pdf(pages)
+    start = data.rfind(b"startxref")
+    table = data.rfind(b"xref", 0, start)
+    return data[:table] + b"xref\n0 1\n0000000000 65535 f \nthis table is damaged\n" + data[start:].replace(
+        data[start:].split(b"\n")[1], b"123")
