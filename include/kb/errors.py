@@ -103,10 +103,30 @@ class ExtractionFailed(InfrastructureError):
     code = "extraction_failed"
 
 
+class StorageUnavailable(InfrastructureError):
+    """The S3 server cannot be reached or answered with a server error: try again later."""
+
+    code = "storage_unavailable"
+
+
+class CorruptArtifact(InfrastructureError):
+    """A stored result does not match the checksum written with it (a torn or altered
+    write): it is never used; the work that made it is done again."""
+
+    code = "corrupt_artifact"
+
+
 class ObjectMissing(KbError):
     """The object (or that version of it) is not in the bucket."""
 
     code = "object_missing"
+
+
+class StoreWriteFailed(InfrastructureError):
+    """A write to the vector store failed (server error, disk, lost connection); the
+    document's points of this version are withdrawn and it is tried again later."""
+
+    code = "store_write_failed"
 
 
 class StoreBusy(InfrastructureError):

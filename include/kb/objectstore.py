@@ -2,23 +2,46 @@
 
 It speaks to MinIO in production and to SeaweedFS's S3 gateway locally; both keep
 object versions when a bucket has versioning enabled.
+
+Errors are converted here, once: an unreachable server or a 5xx becomes
+``StorageUnavailable`` (retryable), a missing object ``ObjectMissing``. JSON results are
+written with their sha256 in the object's metadata and checked when read, so a result
+that was torn or altered is never taken for a finished one (``CorruptArtifact``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from minio import Minio
 from minio.error import S3Error
 from minio.versioningconfig import ENABLED, VersioningConfig
+from urllib3.exceptions import HTTPError
 
-from kb.errors import ObjectMissing
+from kb.errors import CorruptArtifact, ObjectMissing, StorageUnavailable
 from kb.settings import S3Settings
 
 _MISSING = {"NoSuchKey", "NoSuchObject", "NoSuchVersion", "NoSuchBucket", "NotFound"}
+_UNAVAILABLE = {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout"}
+CHECKSUM_META = "kb-sha256"  # x-amz-meta-kb-sha256: the sha256 of a JSON result's bytes
+
+
+@contextmanager
+def storage_errors(what: str) -> Iterator[None]:
+    """The S3 client's transport failures and 5xx answers as ``StorageUnavailable``."""
+    try:
+        yield
+    except HTTPError as exc:  # urllib3: refused, reset, timed out (after minio's own retries)
+        raise StorageUnavailable(f"the S3 server cannot be reached ({what}): {exc}") from exc
+    except S3Error as exc:
+        if exc.code in _UNAVAILABLE:
+            raise StorageUnavailable(f"the S3 server failed ({what}): {exc.code}: {exc.message}") from exc
+        raise
 
 
 @dataclass(frozen=True)
@@ -94,7 +117,9 @@ class ObjectStore:
 
     def list_latest(self, bucket: str, prefix: str = "") -> Iterator[ObjectInfo]:
         """The current version of every object under ``prefix`` (delete markers hide keys)."""
-        for obj in self.client.list_objects(bucket, prefix=prefix, recursive=True, include_version=True):
+        with storage_errors(f"listing s3://{bucket}/{prefix}"):
+            listed = list(self.client.list_objects(bucket, prefix=prefix, recursive=True, include_version=True))
+        for obj in listed:
             # minio returns IsLatest as the XML text, "true"/"false", not a bool.
             if obj.is_dir or str(obj.is_latest).lower() != "true" or obj.is_delete_marker:
                 continue
@@ -108,45 +133,64 @@ class ObjectStore:
 
     def get_bytes(self, bucket: str, key: str, version_id: str | None = None) -> bytes:
         """The object's bytes; ``ObjectMissing`` when it, its bucket or that version is not there."""
-        try:
-            resp = self.client.get_object(bucket, key, version_id=version_id)
-        except S3Error as exc:
-            # an unparseable version id is as missing as an unknown one
-            if exc.code in _MISSING or (version_id and exc.code == "InvalidArgument"):
-                raise ObjectMissing(f"s3://{bucket}/{key}" + (f" version {version_id}" if version_id else "")
-                                    + f" does not exist ({exc.code})") from None
-            raise
-        try:
-            return resp.read()
-        finally:
-            resp.close()
-            resp.release_conn()
+        return self._get(bucket, key, version_id)[0]
+
+    def _get(self, bucket: str, key: str, version_id: str | None = None) -> tuple[bytes, str | None]:
+        """The bytes and the checksum written with them (None when there is none)."""
+        with storage_errors(f"reading s3://{bucket}/{key}"):
+            try:
+                resp = self.client.get_object(bucket, key, version_id=version_id)
+            except S3Error as exc:
+                # an unparseable version id is as missing as an unknown one
+                if exc.code in _MISSING or (version_id and exc.code == "InvalidArgument"):
+                    raise ObjectMissing(f"s3://{bucket}/{key}" + (f" version {version_id}" if version_id else "")
+                                        + f" does not exist ({exc.code})") from None
+                raise
+            try:
+                return resp.read(), resp.headers.get(f"x-amz-meta-{CHECKSUM_META}")
+            finally:
+                resp.close()
+                resp.release_conn()
 
     def exists(self, bucket: str, key: str) -> bool:
-        try:
-            self.client.stat_object(bucket, key)
-            return True
-        except S3Error as exc:
-            if exc.code in _MISSING:
-                return False
-            raise
+        with storage_errors(f"checking s3://{bucket}/{key}"):
+            try:
+                self.client.stat_object(bucket, key)
+                return True
+            except S3Error as exc:
+                if exc.code in _MISSING:
+                    return False
+                raise
 
     # --- writing ------------------------------------------------------------------
 
-    def put_bytes(self, bucket: str, key: str, data: bytes, content_type: str = "application/octet-stream") -> ObjectInfo:
-        result = self.client.put_object(bucket, key, io.BytesIO(data), len(data), content_type=content_type)
+    def put_bytes(self, bucket: str, key: str, data: bytes, content_type: str = "application/octet-stream",
+                  metadata: dict[str, str] | None = None) -> ObjectInfo:
+        with storage_errors(f"writing s3://{bucket}/{key}"):
+            result = self.client.put_object(bucket, key, io.BytesIO(data), len(data), content_type=content_type,
+                                            metadata=metadata)
         return ObjectInfo(bucket, key, (result.etag or "").strip('"'), len(data), result.version_id)
 
     def put_json(self, bucket: str, key: str, payload: Any) -> None:
         data = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()
-        self.put_bytes(bucket, key, data, content_type="application/json")
+        self.put_bytes(bucket, key, data, content_type="application/json",
+                       metadata={CHECKSUM_META: hashlib.sha256(data).hexdigest()})
 
     def get_json(self, bucket: str, key: str) -> Any | None:
-        """The decoded object, or None when it does not exist."""
+        """The decoded object, or None when it does not exist; ``CorruptArtifact`` when its
+        bytes do not match the checksum they were written with, or do not parse."""
         try:
-            return json.loads(self.get_bytes(bucket, key))
+            data, checksum = self._get(bucket, key)
         except ObjectMissing:
             return None
+        if checksum is not None and hashlib.sha256(data).hexdigest() != checksum:
+            raise CorruptArtifact(f"s3://{bucket}/{key} does not match the checksum it was written with "
+                                  f"({len(data)} bytes)")
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise CorruptArtifact(f"s3://{bucket}/{key} is not valid JSON: {exc}") from exc
 
     def remove(self, bucket: str, key: str) -> None:
-        self.client.remove_object(bucket, key)
+        with storage_errors(f"removing s3://{bucket}/{key}"):
+            self.client.remove_object(bucket, key)

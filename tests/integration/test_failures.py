@@ -91,3 +91,38 @@ def test_with_splitting_off_a_range_with_a_failed_page_is_not_stored_so_it_is_tr
     assert info.value.retryable
     assert not ctx.store.exists(kb_env["artifacts"], rng.result_key)
     assert extract(ctx, rng) == rng.result_key  # the next try, with a working engine, stores it
+
+
+@pytest.mark.faults
+def test_a_torn_range_result_is_never_used_the_pages_are_read_again(kb_env, embedder):
+    """A result whose bytes do not match the checksum written with them (what a torn write
+    on a store without atomic PUTs would leave) is not taken for a finished range."""
+    from kb.objectstore import CHECKSUM_META
+
+    ctx = context()
+    kb_env["store"].put_bytes(kb_env["inbox"], "torn.pdf", make_pdf(coded_pages("torn", 2)))
+    plan = plan_run(ctx, "run-1")
+    [rng] = plan.ranges
+    whole = b'{"doc_id": "x", "pages": [{"page": 1, "markdown": "half of a wri'
+    kb_env["store"].put_bytes(kb_env["artifacts"], rng.result_key, whole,
+                              metadata={CHECKSUM_META: "0" * 64})  # the checksum of the whole, never written
+    assert extract(ctx, rng) == rng.result_key
+    stored = ctx.store.get_json(kb_env["artifacts"], rng.result_key)
+    assert [p["page"] for p in stored["pages"]] == [1, 2] and "TORN-002" in stored["pages"][1]["markdown"]
+    [result] = index_batch(ctx, plan.documents, run_id="run-1")
+    assert result.status == Status.INDEXED and result.pages == 2
+
+
+@pytest.mark.faults
+def test_the_s3_server_unreachable_is_a_retryable_error_not_a_crash(kb_env):
+    from kb.errors import StorageUnavailable
+    from kb.objectstore import ObjectStore
+    from tests.conftest import free_ports
+
+    [port] = free_ports(1)  # nothing listens there
+    store = ObjectStore.connect(f"127.0.0.1:{port}", "key", "secret")
+    for call in (lambda: store.get_json("kb-artifacts", "ledger/x.json"), lambda: store.put_json("kb-artifacts", "k.json", {}),
+                 lambda: list(store.list_latest("inbox"))):
+        with pytest.raises(StorageUnavailable) as info:
+            call()
+        assert info.value.retryable and info.value.code == "storage_unavailable"

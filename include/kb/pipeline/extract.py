@@ -24,7 +24,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Callable
 
 from kb.artifacts import ArtifactKeys
-from kb.errors import ExtractionFailed, KbError, ObjectChanged, RangeRefused, RangeTooLarge
+from kb.errors import CorruptArtifact, ExtractionFailed, KbError, ObjectChanged, RangeRefused, RangeTooLarge
 from kb.ledger import now_iso
 from kb.limits import RangeLimits
 from kb.ocr_client import OcrClient, OcrRejected
@@ -87,13 +87,9 @@ class _Reading:
 def extract(ctx: Context, rng: PageRange, extractor: PageExtractor = engine_extractor, run_id: str = "") -> str | None:
     """The range's result key; None when the reader refused the document itself (quarantined)."""
     bucket = ctx.artifacts
-    if not rng.retry_failed:
-        if ctx.store.exists(bucket, rng.result_key):
-            return rng.result_key  # the same content and range was extracted before
-    else:
-        done = ctx.store.get_json(bucket, rng.result_key)
-        if done is not None and not done.get("failed_pages"):
-            return rng.result_key
+    done = _stored(ctx, rng.result_key)
+    if done is not None and not (rng.retry_failed and done.get("failed_pages")):
+        return rng.result_key  # the same content and range was extracted before
     started = time.perf_counter()
     data = ctx.store.get_bytes(rng.bucket, rng.key, rng.version_id)
     if hashlib.sha256(data).hexdigest() != rng.sha256:
@@ -125,7 +121,7 @@ def _read(ctx: Context, rng: PageRange, data: bytes, extractor: PageExtractor, f
     whole = (first, last) == (rng.first, rng.last)
     part_key = ArtifactKeys.range_part(rng.doc_id, rng.sha256, first, last)
     if not whole:
-        done = store.get_json(bucket, part_key)
+        done = _stored(ctx, part_key)
         if done is not None:  # a part an earlier try of this range stored
             reading.pages.extend(done["pages"])
             return
@@ -150,6 +146,16 @@ def _read(ctx: Context, rng: PageRange, data: bytes, extractor: PageExtractor, f
     middle = (first + last) // 2
     _read(ctx, rng, data, extractor, first, middle, reading)
     _read(ctx, rng, data, extractor, middle + 1, last, reading)
+
+
+def _stored(ctx: Context, key: str) -> dict[str, Any] | None:
+    """A result an earlier try stored, verified against its checksum; one that fails the
+    check (torn or altered) is not used: the pages are read again and it is overwritten."""
+    try:
+        return ctx.store.get_json(ctx.artifacts, key)
+    except CorruptArtifact as exc:
+        log.warning("%s; reading these pages again", exc)
+        return None
 
 
 def _try(extractor: PageExtractor, data: bytes, first: int, last: int) -> tuple[list[dict[str, Any]] | None, KbError | None]:
