@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sqlite3
 import time
 import uuid
 from contextlib import contextmanager
@@ -23,8 +24,10 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from kb.errors import IndexMismatch, StoreBusy
+from kb import failpoints
+from kb.errors import IndexMismatch, StoreBusy, StoreWriteFailed
 from kb.retrieval import SearchFilter
 from kb.settings import PipelineSettings
 from kb.sparse import SparseVector
@@ -63,6 +66,16 @@ def _mark_generation(store: Path) -> None:
     tmp = marker.with_name(f".{marker.name}.{os.getpid()}")
     tmp.write_text(uuid.uuid4().hex)
     tmp.replace(marker)
+
+
+@contextmanager
+def _write_errors(what: str) -> Iterator[None]:
+    """Qdrant's failures on a write, server or local (its SQLite file, the disk), as one
+    retryable ``StoreWriteFailed``."""
+    try:
+        yield
+    except (UnexpectedResponse, ResponseHandlingException, sqlite3.Error, OSError) as exc:
+        raise StoreWriteFailed(f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 @contextmanager
@@ -172,7 +185,19 @@ class VectorStore:
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, sparse: Sequence[SparseVector],
                payloads: Sequence[dict[str, Any]], batch: int = 256) -> None:
+        """Write the points in batches; a failure part-way leaves the batches before it
+        written (``index_batch`` withdraws them)."""
         self.wrote = True
+        fault = failpoints.claim(failpoints.QDRANT_UPSERT)
+        with _write_errors(f"writing {len(ids)} points to {self.collection!r}"):
+            if fault is not None:  # a test's fault: the first n points go in, then the write fails
+                n = int(fault.get("after_points", 0))
+                self._upsert(ids[:n], vectors[:n], sparse[:n], payloads[:n], batch)
+                raise OSError(f"failpoint {failpoints.QDRANT_UPSERT}: the write failed after {n} points")
+            self._upsert(ids, vectors, sparse, payloads, batch)
+
+    def _upsert(self, ids: Sequence[str], vectors: np.ndarray, sparse: Sequence[SparseVector],
+                payloads: Sequence[dict[str, Any]], batch: int) -> None:
         for start in range(0, len(ids), batch):
             points = [
                 models.PointStruct(id=pid, payload=payload, vector={
@@ -186,14 +211,22 @@ class VectorStore:
 
     def delete_other_versions(self, doc_id: str, keep_sha256: str | None) -> None:
         """Remove the document's points of every content version but ``keep_sha256``."""
-        self.wrote = True
-        must = [models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))]
         must_not = [models.FieldCondition(key="sha256", match=models.MatchValue(value=keep_sha256))] if keep_sha256 else []
-        self.client.delete(
-            self.collection,
-            points_selector=models.FilterSelector(filter=models.Filter(must=must, must_not=must_not)),
-            wait=True,
-        )
+        self._delete(doc_id, [], must_not)
+
+    def delete_version(self, doc_id: str, sha256: str) -> None:
+        """Remove the points of one content version of the document (a write that failed part-way)."""
+        self._delete(doc_id, [models.FieldCondition(key="sha256", match=models.MatchValue(value=sha256))], [])
+
+    def _delete(self, doc_id: str, must: list, must_not: list) -> None:
+        self.wrote = True
+        must = [models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id)), *must]
+        with _write_errors(f"deleting points of {doc_id}"):
+            self.client.delete(
+                self.collection,
+                points_selector=models.FilterSelector(filter=models.Filter(must=must, must_not=must_not)),
+                wait=True,
+            )
 
     def count(self, doc_id: str | None = None) -> int:
         if not self.client.collection_exists(self.collection):

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kb import failpoints
 from kb.chunking import chunk_pages
 from kb.embedding import TextEmbedder, make_embedder
 from kb.errors import IncompleteExtraction, ValidationFailed
@@ -181,10 +182,13 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
             try:
                 vs.ensure_collection(embedder.dimension)
                 vs.upsert(p.ids, p.vectors, p.sparse, p.payloads)
+                if failpoints.claim(failpoints.INDEX_AFTER_UPSERT) is not None:
+                    failpoints.kill_this_process()  # a test's fault: killed between the two writes
                 # Only after the new version is in: the old one's points go, none left behind.
                 vs.delete_other_versions(document.doc_id, document.sha256)
             except Exception as exc:
                 log.exception("writing %s to the vector store failed", obj.key)
+                withdraw_partial_write(vs, document, entry)
                 results.append(fail(ctx, obj, entry, exc, run_id, document.sha256))
                 continue
             failed = p.loaded.failed
@@ -205,6 +209,18 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
             log.info("indexed %s: %d pages (%d failed), %d chunks", obj.key, document.page_count, len(failed),
                      len(p.ids))
     return results
+
+
+def withdraw_partial_write(vs, document: PlannedDocument, entry: LedgerEntry | None) -> None:
+    """After a failed write, take out what of the new version got in, so searches see the
+    old version alone, complete, until the retry. (A rerun of the version that is already
+    indexed wrote the same ids with the same contents: nothing to take out.)"""
+    if entry is not None and entry.indexed_sha256 == document.sha256:
+        return
+    try:
+        vs.delete_version(document.doc_id, document.sha256)
+    except Exception:  # the store refuses every write: the retry's upsert and delete will tidy up
+        log.exception("withdrawing the partial write of %s failed", document.key)
 
 
 def retire(ctx: Context, doc_ids: list[str], run_id: str) -> int:
