@@ -69,6 +69,12 @@ def _on_failure():
     return [TaskFailureNotifier()]
 
 
+def _on_success():
+    from kb_airflow.usage import record_task_usage
+
+    return [record_task_usage]
+
+
 @dag(
     dag_id="kb_ingest",
     schedule=SCHEDULE,
@@ -76,7 +82,9 @@ def _on_failure():
     catchup=False,
     max_active_runs=1,  # one run at a time owns the ledger
     # on_failure_callback runs once a task has failed for good, not on each retry
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=RETRY_DELAY_S), "on_failure_callback": _on_failure()},
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=RETRY_DELAY_S), "on_failure_callback": _on_failure(),
+                  # records each task process's peak memory (runs/<run>/tasks/) for the run summary
+                  "on_success_callback": _on_success()},
     params={
         "prefix": Param("", type="string", description="only objects whose key starts with this"),
         "force": Param(False, type="boolean", description="re-index unchanged documents (backfill)"),

@@ -9,6 +9,7 @@
     failed-pages/<doc_id>/<version>.json                  pages a version was indexed without
     alerts/<doc_id>/<version>/<event>/<channel>.json      an alert went out (exactly once)
     runs/<run_id>/summary.json                            a run's summary
+    runs/<run_id>/tasks/<task_id>.<map_index>.json        a task process's peak memory
 
 ``version`` is the object's version id, or its ETag on a bucket without versioning.
 Page results are keyed by content (sha256), so the same bytes are never read twice.
@@ -83,3 +84,12 @@ class ArtifactKeys:
     @classmethod
     def run_summary(cls, run_id: str) -> str:
         return f"runs/{safe(run_id)}/summary.json"
+
+    @classmethod
+    def task_usage_prefix(cls, run_id: str) -> str:
+        return f"runs/{safe(run_id)}/tasks/"
+
+    @classmethod
+    def task_usage(cls, run_id: str, task_id: str, map_index: int | None) -> str:
+        index = -1 if map_index is None else map_index
+        return f"{cls.task_usage_prefix(run_id)}{safe(task_id)}.{index}.json"

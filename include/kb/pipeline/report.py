@@ -9,6 +9,7 @@ from kb.artifacts import ArtifactKeys
 from kb.ledger import Status
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, Plan, Sensed
+from kb.pipeline.usage import peak_by_task, run_usage
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
 def report(ctx: Context, run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
            seconds: float | None = None) -> dict[str, Any]:
     summary = summarize(run_id, sensed, plan, results, seconds)
+    # the tasks that finished before this one (report and alert record theirs afterwards)
+    summary["peak_rss_mb"] = peak_by_task(run_usage(ctx, run_id))
     ctx.store.put_json(ctx.artifacts, ArtifactKeys.run_summary(run_id), summary)
     log.info("run summary: %s", {k: v for k, v in summary.items()
-                                 if k not in ("quarantine", "failed", "limits", "documents")})
+                                 if k not in ("quarantine", "failed", "limits", "documents", "peak_rss_mb")})
     return summary
