@@ -81,11 +81,15 @@ class AirflowClient:
         body = {"logical_date": None, "conf": conf or {}}
         return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body)["dag_run_id"]
 
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """The run's task instances as the REST API gives them (task_id, map_index, state, try_number, ...)."""
+        data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
+        return data["task_instances"]
+
     def progress(self, dag_id: str, run_id: str) -> RunProgress:
         run = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
-        tis = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
         counts: dict[str, dict[str, int]] = {}
-        for ti in tis["task_instances"]:
+        for ti in self.task_instances(dag_id, run_id):
             state = ti["state"] or "none"
             counts.setdefault(ti["task_id"], {}).setdefault(state, 0)
             counts[ti["task_id"]][state] += 1

@@ -221,6 +221,91 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+def kill_part(s: StackSettings, name: str) -> bool:
+    """SIGKILL the part's whole process group at once (a crash, not a shutdown); True when
+    something was killed. ``up`` starts it again."""
+    path = _pid_file(s, name)
+    if not path.exists():
+        return False
+    pgid = json.loads(path.read_text())["pgid"]
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        path.unlink(missing_ok=True)
+        return False
+    for _ in range(100):
+        if not _group_alive(pgid):
+            break
+        time.sleep(0.1)
+    path.unlink(missing_ok=True)
+    return True
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def processes(s: StackSettings) -> list[dict[str, Any]]:
+    """Every live process of the stack's parts: part, pid, command, RSS, peak RSS, open fds.
+
+    What the soak and size checks read; a part's group includes its children (Airflow's
+    scheduler, API server, DAG processor, triggerer and the task processes they run)."""
+    from kb.pipeline.usage import MB, peak_rss_bytes
+
+    out = []
+    for path in sorted(_run_dir(s).glob("*.json")) if _run_dir(s).exists() else []:
+        part, pgid = path.stem, json.loads(path.read_text())["pgid"]
+        for pid in _group_members(pgid):
+            if not _alive(pid):
+                continue
+            try:
+                status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                              if ":" in line)
+                fds = len(list(Path(f"/proc/{pid}/fd").iterdir()))
+            except OSError:
+                continue
+            command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(_cmdline(pid)[:4]))
+            out.append({"part": part, "pid": pid, "command": command,
+                        "rss_mb": round(int(status.get("VmRSS", "0 kB").split()[0]) * 1024 / MB, 1),
+                        "peak_rss_mb": round(peak_rss_bytes(pid) / MB, 1), "fds": fds})
+    return out
+
+
+def _is_scheduler(pid: int) -> bool:
+    """The scheduler's main process: ``airflow scheduler`` (its executor's workers retitle
+    themselves ``airflow worker ...``)."""
+    args = _cmdline(pid)
+    return len(args) >= 2 and args[-1] == "scheduler" and Path(args[-2]).name == "airflow"
+
+
+def restart_scheduler(s: StackSettings, timeout_s: float = 120.0) -> int:
+    """Stop Airflow's scheduler (SIGTERM, as a service manager does) and start a new one,
+    recorded as part ``scheduler`` so ``down`` stops it too; the new one's pid.
+
+    ``airflow standalone`` does not restart a component that exits, so the new scheduler
+    runs beside it with the same environment."""
+    require_running(s, "airflow")
+    old = [pid for part in ("airflow", "scheduler") if (p := _pid_file(s, part)).exists()
+           for pid in _group_members(json.loads(p.read_text())["pgid"]) if _is_scheduler(pid)]
+    for pid in old:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while any(_alive(pid) for pid in old) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in old:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    if _pid_file(s, "scheduler").exists():
+        _pid_file(s, "scheduler").unlink()
+    secrets_ = read_env_file(secrets_path(s.state_dir))
+    env = airflow_env(s, secrets_)
+    return _start(s, "scheduler", [str(Path(sys.executable).parent / "airflow"), "scheduler"], env,
+                  Path(env["AIRFLOW_HOME"]))
+
+
 def part_pid(s: StackSettings, name: str) -> int | None:
     path = _pid_file(s, name)
     if not path.exists():
@@ -484,6 +569,7 @@ def start_airflow(s: StackSettings, secrets_: dict[str, str]) -> None:
 
 
 def stop_airflow(s: StackSettings) -> bool:
+    stop_part(s, "scheduler")  # one that restart_scheduler started beside standalone
     return stop_part(s, "airflow")
 
 
