@@ -239,6 +239,15 @@ def cmd_bench_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_soak(args: argparse.Namespace) -> int:
+    from kb.bench_soak import soak
+
+    _client_env()
+    result = soak(minutes=args.minutes, interval_s=args.interval, echo=(lambda _l: None) if args.json else print)
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else result["table"])
+    return 0 if not result["error_count"] else 1
+
+
 def cmd_bench_corpus(args: argparse.Namespace) -> int:
     from kb.bench_corpus import bench_corpus
 
@@ -332,6 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--concurrency", type=int, default=4)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench_search)
+    b = bench.add_parser("soak", help="upload a new or changed document every few seconds while searching, for N "
+                                      "minutes: documents, errors, RSS and open fds of every long-lived process")
+    b.add_argument("--minutes", type=float, default=30.0)
+    b.add_argument("--interval", type=float, default=5.0, help="seconds between uploads")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_soak)
     return parser
 
 

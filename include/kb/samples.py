@@ -194,20 +194,26 @@ _WORDS = (
 ).split()
 
 
+def prose_pages(n: int, seed: int = 7, paragraphs: int = 4) -> list[tuple[str, list[str]]]:
+    """``n`` pages of generated prose (a heading and ``paragraphs`` paragraphs each), the
+    same for the same seed: load for benchmarks and size tests, no facts."""
+    rng = random.Random(seed)
+    pages = []
+    for p in range(n):
+        body = []
+        for _ in range(paragraphs):
+            words = [rng.choice(_WORDS) for _ in range(rng.randint(50, 70))]
+            body.append(" ".join(words).capitalize() + ".")
+        pages.append((f"Section {p + 1}: {rng.choice(_WORDS).title()} {rng.choice(_WORDS)}", body))
+    return pages
+
+
 def bench_corpus(out_dir: Path, documents: int = 10, pages_per_document: int = 20, seed: int = 7) -> list[Path]:
     """Born-digital PDFs of generated prose, for the ingest benchmark (no facts, just load)."""
-    rng = random.Random(seed)
     paths = []
     for d in range(documents):
-        pages = []
-        for p in range(pages_per_document):
-            paragraphs = []
-            for _ in range(4):
-                words = [rng.choice(_WORDS) for _ in range(rng.randint(50, 70))]
-                paragraphs.append(" ".join(words).capitalize() + ".")
-            pages.append((f"Section {p + 1}: {rng.choice(_WORDS).title()} {rng.choice(_WORDS)}", paragraphs))
         path = out_dir / f"bench-{d:03d}.pdf"
-        write_pdf(path, f"Benchmark document {d}", pages)
+        write_pdf(path, f"Benchmark document {d}", prose_pages(pages_per_document, seed + d))
         paths.append(path)
     return paths
 
