@@ -1,0 +1,247 @@
+"""Nothing lost under faults and size, on the live local stack (`kb up`).
+
+One stack for the module. A clean run of the reference documents under ``clean/`` comes
+first; every fault then runs the same bytes under a prefix of its own, and its end state
+must equal the clean one: the same point ids and chunk texts in Qdrant, a ledger that says
+indexed at that content with no error, and no alert for a document that got in whole.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from kb import failpoints
+from kb.artifacts import ArtifactKeys
+from kb.stack import kill_part, part_pid, processes, restart_scheduler, stop_s3
+from tests.pdfs import (broken_xref_pdf, claims_longer_stream_pdf, claims_more_pages_pdf, coded_pages,
+                        deep_page_tree_pdf, deeply_nested_pdf, empty_password_pdf, giant_page_pdf, jpeg_named_pdf,
+                        make_pdf, recursive_page_tree_pdf, scanned_copy)
+from tests.receivers import webhook_receiver
+from tests.stack.faultkit import ARTIFACTS, FaultStack
+from tests.stack.kbcli import kb, stack_env
+
+pytestmark = [pytest.mark.stack, pytest.mark.faults]
+
+# made once: the clean run and every fault run upload exactly these bytes
+DOCS = {
+    "manual.pdf": make_pdf(coded_pages("manual", 8)),
+    "scan.pdf": scanned_copy(make_pdf(coded_pages("scan", 3)), dpi=100),
+}
+MANUAL_V2 = make_pdf(coded_pages("revised", 8))
+HOSTILE = {  # name -> (bytes, the quarantine code)
+    "recursive.pdf": (recursive_page_tree_pdf(), "malformed_pdf"),
+    "nested.pdf": (deeply_nested_pdf(), "malformed_pdf"),
+    "deep-tree.pdf": (deep_page_tree_pdf(), "malformed_pdf"),
+    "giant-page.pdf": (giant_page_pdf(), "page_too_large"),
+    "photo.pdf": (jpeg_named_pdf(), "not_pdf"),
+    "claims-pages.pdf": (claims_more_pages_pdf(), "claims_exceed_file"),
+    "claims-stream.pdf": (claims_longer_stream_pdf(), "claims_exceed_file"),
+}
+ODD = {
+    "empty-password.pdf": empty_password_pdf(coded_pages("unlocked", 2)),
+    "broken-xref.pdf": broken_xref_pdf(coded_pages("repaired", 2)),
+}
+GB = 1024
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    state = tmp_path_factory.mktemp("faults")
+    with webhook_receiver() as hook:
+        env = stack_env(
+            state,
+            KB_FAILPOINTS_DIR=str(state / "failpoints"),
+            KB_RETRY_BACKOFF_S="0",  # a failed document is due again in the next run
+            KB_RETRY_DELAY_S="5",  # Airflow's wait before a task's retry
+            AIRFLOW_CONN_KB_ALERTS_WEBHOOK=json.dumps({
+                "conn_type": "http", "host": f"http://127.0.0.1:{hook['port']}/services", "password": "T0/B0/faults"}),
+        )
+        fs = FaultStack(env, hook)
+        fs.up()
+        try:
+            yield fs
+        finally:
+            kb(env, "down")
+
+
+@pytest.fixture(scope="module")
+def clean(stack):
+    """The reference run: the documents, a second version of the manual, the hostile and the
+    odd files, all in one run."""
+    stack.upload("clean/", {**DOCS, "manual-v2.pdf": MANUAL_V2, **ODD})
+    stack.upload("clean/hostile/", {name: data for name, (data, _) in HOSTILE.items()})
+    state, summary = stack.run("clean/")
+    assert state == "success", summary
+    return summary
+
+
+def _until_indexed(stack: FaultStack, prefix: str, run_id: str, timeout_s: float = 600) -> list[str]:
+    """The run's end, and one more run if it failed: the states, in order."""
+    states = [stack.wait(run_id, timeout_s)]
+    if states[-1] != "success":
+        states.append(stack.run(prefix, timeout_s)[0])
+    return states
+
+
+def test_hostile_files_are_quarantined_once_with_a_typed_code_and_odd_ones_are_read(stack, clean):
+    assert clean["documents_quarantined"] == len(HOSTILE), clean["quarantine"]
+    assert clean["documents_indexed"] == len(DOCS) + 1 + len(ODD) and clean["documents_failed"] == 0
+    store = stack.store
+    for name, (_, code) in HOSTILE.items():
+        key = f"clean/hostile/{name}"
+        entry = stack.ledger(key)
+        assert entry.status == "quarantined" and entry.error["code"] == code, (key, entry.error)
+        record = store.get_json(ARTIFACTS, entry.error["record"])
+        assert record["code"] == code and record["key"] == key
+        assert len(stack.alerts(key)) == 1, (key, stack.alerts(key))
+        assert stack.chunks(key) == []
+    for name, label in (("empty-password.pdf", "UNLOCKED"), ("broken-xref.pdf", "REPAIRED")):
+        chunks = stack.chunks(f"clean/{name}")
+        assert chunks and any(f"{label}-002" in c.text for c in chunks), name
+    # the next run finds nothing new: no second alert, no second record
+    state, summary = stack.run("clean/")
+    assert state == "success" and summary["documents_quarantined"] == 0
+    for name in HOSTILE:
+        assert len(stack.alerts(f"clean/hostile/{name}")) == 1
+
+
+def test_ocr_service_killed_mid_run_and_back_30s_later_loses_nothing(stack, clean):
+    prefix = "fault-ocr/"
+    stack.upload(prefix, DOCS)
+    run_id = stack.trigger(prefix)
+    stack.wait_for_task(run_id, "extract")
+    before = part_pid(stack.settings, "ocr")
+    assert kill_part(stack.settings, "ocr")
+    time.sleep(30)
+    stack.up()  # starts what is not running: the OCR service
+    assert part_pid(stack.settings, "ocr") not in (None, before)
+    states = _until_indexed(stack, prefix, run_id)
+    assert states[-1] == "success", states
+    for name, data in DOCS.items():
+        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+
+
+def test_s3_server_stopped_during_extract_and_during_index_loses_nothing(stack, clean):
+    prefix = "fault-s3/"
+    stack.upload(prefix, DOCS)
+    run_id = stack.trigger(prefix)
+    for task in ("extract", "index"):
+        stack.wait_for_task(run_id, task, timeout_s=600)
+        assert stop_s3(stack.settings)
+        time.sleep(10)
+        stack.up()
+    states = _until_indexed(stack, prefix, run_id)
+    assert states[-1] == "success", states
+    for name, data in DOCS.items():
+        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+
+
+def test_vector_store_write_failing_mid_upsert_keeps_the_old_version_whole(stack, clean):
+    key = "fault-qdrant/manual.pdf"
+    stack.upload("fault-qdrant/", {"manual.pdf": DOCS["manual.pdf"]})
+    assert stack.run("fault-qdrant/")[0] == "success"
+    old = stack.chunks(key)
+    stack.upload("fault-qdrant/", {"manual.pdf": MANUAL_V2})
+    failpoints.arm(stack.failpoints, failpoints.QDRANT_UPSERT, after_points=3)
+    state, summary = stack.run("fault-qdrant/")
+    assert failpoints.fired(stack.failpoints, failpoints.QDRANT_UPSERT), "the write never failed"
+    assert state == "failed" and summary["documents_failed"] == 1, summary
+    # the three points of the new version that got in were withdrawn: the old version, whole
+    assert stack.chunks(key) == old
+    entry = stack.ledger(key)
+    assert entry.status == "failed" and entry.error["code"] == "store_write_failed", entry.error
+    assert entry.indexed_sha256 == old[0].sha256
+    # the retry writes the new version, and only it
+    assert stack.run("fault-qdrant/")[0] == "success"
+    stack.expect_same_as_clean(key, "clean/manual-v2.pdf", MANUAL_V2)
+
+
+def test_task_process_killed_mid_index_is_retried_to_the_same_result(stack, clean):
+    prefix = "fault-kill/"
+    stack.upload(prefix, DOCS)
+    failpoints.arm(stack.failpoints, failpoints.INDEX_AFTER_UPSERT)
+    run_id = stack.trigger(prefix)
+    states = _until_indexed(stack, prefix, run_id)
+    assert failpoints.fired(stack.failpoints, failpoints.INDEX_AFTER_UPSERT), "no index task was killed"
+    assert max(stack.tries(run_id, "index")) >= 2, "the killed index task was not retried"
+    assert states == ["success"], states  # the task's retry finished the same run
+    for name, data in DOCS.items():
+        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+
+
+def test_scheduler_restarted_mid_run_loses_nothing(stack, clean):
+    prefix = "fault-scheduler/"
+    stack.upload(prefix, DOCS)
+    run_id = stack.trigger(prefix)
+    stack.wait_for_task(run_id, "extract")
+    new = restart_scheduler(stack.settings)
+    states = _until_indexed(stack, prefix, run_id)
+    assert states[-1] == "success", states
+    assert part_pid(stack.settings, "scheduler") == new  # the run was finished by the new scheduler
+    for name, data in DOCS.items():
+        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+
+
+def _long_documents() -> dict[str, bytes]:
+    import pymupdf
+
+    from kb.samples import PAGE_H, PAGE_W, prose_pages
+
+    text = pymupdf.open()
+    for heading, paragraphs in prose_pages(1000, seed=11):
+        page = text.new_page(width=PAGE_W, height=PAGE_H)
+        page.insert_textbox(pymupdf.Rect(60, 60, PAGE_W - 60, PAGE_H - 60), heading + "\n\n" + "\n\n".join(paragraphs),
+                            fontsize=10, fontname="helv")
+    scanned = pymupdf.open()
+    for i in range(200):
+        page = scanned.new_page(width=PAGE_W, height=PAGE_H)
+        page.insert_textbox(pymupdf.Rect(60, 60, PAGE_W - 60, 200),
+                            f"Archive folio {i + 1}. Register of shipments, batch {1000 + i}, checked by the clerk.",
+                            fontsize=14, fontname="helv")
+    out = {"born-digital-1000.pdf": text.tobytes(garbage=3, deflate=True),
+           "image-only-200.pdf": scanned_copy(scanned.tobytes(), dpi=100)}
+    text.close()
+    scanned.close()
+    return out
+
+
+def test_a_1000_page_and_a_200_page_image_only_document_ingest_within_1_5_gb(stack, clean):
+    prefix = "size/"
+    documents = _long_documents()
+    stack.upload(prefix, documents)
+    run_id = stack.trigger(prefix)
+    assert stack.wait(run_id, timeout_s=1500) == "success", stack.task_states(run_id)
+    entry = stack.ledger(prefix + "born-digital-1000.pdf")
+    assert entry.status == "indexed" and entry.pages == 1000 and not entry.failed_pages
+    entry = stack.ledger(prefix + "image-only-200.pdf")
+    assert entry.status == "indexed" and entry.pages == 200 and not entry.failed_pages
+    assert any("folio 137" in c.text.lower() for c in stack.chunks(prefix + "image-only-200.pdf"))
+
+    store = stack.store
+    usage = [store.get_json(ARTIFACTS, o.key) for o in store.list_latest(ARTIFACTS, ArtifactKeys.task_usage_prefix(run_id))]
+    services = [p for p in processes(stack.settings) if p["part"] in ("ocr", "search")]
+    print(f"\npeak RSS, run {run_id} (1,000 born-digital pages + 200 image-only pages):")
+    for u in sorted(usage, key=lambda u: (u["task_id"], u["map_index"] if u["map_index"] is not None else -1)):
+        print(f"  task {u['task_id']}[{u['map_index'] if u['map_index'] is not None else '-'}]: {u['peak_rss_mb']:.0f} MB")
+    for p in services:
+        print(f"  {p['part']} service (pid {p['pid']}): {p['peak_rss_mb']:.0f} MB peak, {p['rss_mb']:.0f} MB now")
+    assert {"sense", "plan", "extract", "index"} <= {u["task_id"] for u in usage}
+    assert len([u for u in usage if u["task_id"] == "extract"]) >= 1000 // 50
+    over = [u for u in usage if u["peak_rss_mb"] > 1.5 * GB] + [p for p in services if p["peak_rss_mb"] > 1.5 * GB]
+    assert not over, over
+
+
+def test_soak_for_two_minutes_processes_every_upload_without_errors_or_growth(stack, clean):
+    done = kb(stack.env, "bench", "soak", "--minutes", "2", "--interval", "6", "--json", timeout=1200)
+    assert done.returncode in (0, 1), done.stderr
+    result = json.loads(done.stdout)
+    print("\n" + result["table"])
+    assert result["error_count"] == 0, result["errors"]
+    assert result["uploads"] >= 10 and result["documents_indexed"] == result["documents"]
+    parts = {p["part"] for p in result["processes"]}
+    assert {"s3", "ocr", "search", "airflow"} <= parts, parts
+    for p in result["processes"]:
+        assert p["fds_end"] <= p["fds_start"] + 20, p  # nothing leaks descriptors per run
