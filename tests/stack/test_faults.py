@@ -208,7 +208,7 @@ def _long_documents() -> dict[str, bytes]:
     return out
 
 
-def test_a_1000_page_and_a_200_page_image_only_document_ingest_within_1_5_gb(stack, clean):
+def test_a_1000_page_and_a_200_page_image_only_document_ingest_within_1_5_gb(stack, clean, capsys):
     prefix = "size/"
     documents = _long_documents()
     stack.upload(prefix, documents)
@@ -223,22 +223,26 @@ def test_a_1000_page_and_a_200_page_image_only_document_ingest_within_1_5_gb(sta
     store = stack.store
     usage = [store.get_json(ARTIFACTS, o.key) for o in store.list_latest(ARTIFACTS, ArtifactKeys.task_usage_prefix(run_id))]
     services = [p for p in processes(stack.settings) if p["part"] in ("ocr", "search")]
-    print(f"\npeak RSS, run {run_id} (1,000 born-digital pages + 200 image-only pages):")
+    lines = [f"peak RSS, run {run_id} (1,000 born-digital pages + 200 image-only pages):"]
     for u in sorted(usage, key=lambda u: (u["task_id"], u["map_index"] if u["map_index"] is not None else -1)):
-        print(f"  task {u['task_id']}[{u['map_index'] if u['map_index'] is not None else '-'}]: {u['peak_rss_mb']:.0f} MB")
+        lines.append(f"  task {u['task_id']}[{u['map_index'] if u['map_index'] is not None else '-'}]: "
+                     f"{u['peak_rss_mb']:.0f} MB")
     for p in services:
-        print(f"  {p['part']} service (pid {p['pid']}): {p['peak_rss_mb']:.0f} MB peak, {p['rss_mb']:.0f} MB now")
+        lines.append(f"  {p['part']} service (pid {p['pid']}): {p['peak_rss_mb']:.0f} MB peak, {p['rss_mb']:.0f} MB now")
+    with capsys.disabled():  # in the test output even when it passes
+        print("\n" + "\n".join(lines))
     assert {"sense", "plan", "extract", "index"} <= {u["task_id"] for u in usage}
     assert len([u for u in usage if u["task_id"] == "extract"]) >= 1000 // 50
     over = [u for u in usage if u["peak_rss_mb"] > 1.5 * GB] + [p for p in services if p["peak_rss_mb"] > 1.5 * GB]
     assert not over, over
 
 
-def test_soak_for_two_minutes_processes_every_upload_without_errors_or_growth(stack, clean):
+def test_soak_for_two_minutes_processes_every_upload_without_errors_or_growth(stack, clean, capsys):
     done = kb(stack.env, "bench", "soak", "--minutes", "2", "--interval", "6", "--json", timeout=1200)
     assert done.returncode in (0, 1), done.stderr
     result = json.loads(done.stdout)
-    print("\n" + result["table"])
+    with capsys.disabled():
+        print("\n" + result["table"])
     assert result["error_count"] == 0, result["errors"]
     assert result["uploads"] >= 10 and result["documents_indexed"] == result["documents"]
     parts = {p["part"] for p in result["processes"]}
