@@ -63,15 +63,21 @@ def _document(n: int, version: int) -> bytes:
     return data
 
 
+def _program(command: str) -> str:
+    """A command without the title a process gives itself per job (Airflow's LocalExecutor
+    workers: ``airflow worker -- LocalExecutor: <task uuid>``)."""
+    return command.split(" -- ")[0]
+
+
 def _long_lived(start: list[dict[str, Any]], end: list[dict[str, Any]]) -> list[dict[str, Any]]:
     before = {p["pid"]: p for p in start}
     rows = []
     for p in end:
         b = before.get(p["pid"])
-        if b is None or b["command"] != p["command"]:
+        if b is None or _program(b["command"]) != _program(p["command"]):
             continue  # a task process, or one that was restarted
         growth = (p["rss_mb"] - b["rss_mb"]) / b["rss_mb"] * 100 if b["rss_mb"] else 0.0
-        rows.append({"part": p["part"], "pid": p["pid"], "command": p["command"], "rss_start_mb": b["rss_mb"],
+        rows.append({"part": p["part"], "pid": p["pid"], "command": _program(p["command"]), "rss_start_mb": b["rss_mb"],
                      "rss_end_mb": p["rss_mb"], "rss_growth_pct": round(growth, 1), "fds_start": b["fds"],
                      "fds_end": p["fds"]})
     return rows

@@ -51,6 +51,12 @@ class EvalSetError(KbError):
     code = "bad_eval_set"
 
 
+class ModelExportFailed(KbError):
+    """The embedding model could not be exported to ONNX (its folder is incomplete or broken)."""
+
+    code = "model_export_failed"
+
+
 class BadParams(KbError):
     """A run's params cannot be used (an unknown or out-of-range threshold): fail fast, no retry."""
 
