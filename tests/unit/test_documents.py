@@ -67,6 +67,18 @@ def test_odd_but_valid_files_are_read(make):
 
 
 @pytest.mark.faults
+def test_many_blank_pages_packed_in_object_streams_are_not_taken_for_a_false_claim():
+    import pymupdf
+
+    doc = pymupdf.open()
+    for _ in range(5000):
+        doc.new_page()
+    data = doc.tobytes(garbage=4, deflate=True, use_objstms=1)
+    assert len(data) < 5000 * 40  # denser than any page with content
+    assert open_pdf(data).page_count == 5000
+
+
+@pytest.mark.faults
 def test_a_page_renders_within_the_pixel_budget_whatever_size_it_claims():
     import pymupdf
 
