@@ -249,3 +249,8 @@ def test_soak_for_two_minutes_processes_every_upload_without_errors_or_growth(st
     assert {"s3", "ocr", "search", "airflow"} <= parts, parts
     for p in result["processes"]:
         assert p["fds_end"] <= p["fds_start"] + 20, p  # nothing leaks descriptors per run
+        # Our processes and Airflow's stay flat. weed (a Go binary, not ours) is reported but
+        # not held to it: over 30 minutes it grew 115 -> 414 MB, and a fresh start on the same
+        # data took 242 MB (docs/benchmarks/soak.md).
+        if p["part"] != "s3":
+            assert p["rss_growth_pct"] < 10, p
