@@ -183,16 +183,21 @@ def stop_part(s: StackSettings, name: str, timeout_s: float | None = None) -> bo
     while time.monotonic() < deadline and _group_alive(pgid):
         time.sleep(0.2)
     if _group_alive(pgid):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        for _ in range(50):
-            if not _group_alive(pgid):
-                break
-            time.sleep(0.1)
+        _kill_group(pgid)
     path.unlink(missing_ok=True)
     return stopped
+
+
+def _kill_group(pgid: int, wait_s: float = 10.0) -> bool:
+    """SIGKILL the group and wait (bounded) until no member is left; False if it was gone."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + wait_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return True
 
 
 def _group_alive(pgid: int) -> bool:
@@ -227,18 +232,9 @@ def kill_part(s: StackSettings, name: str) -> bool:
     path = _pid_file(s, name)
     if not path.exists():
         return False
-    pgid = json.loads(path.read_text())["pgid"]
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        path.unlink(missing_ok=True)
-        return False
-    for _ in range(100):
-        if not _group_alive(pgid):
-            break
-        time.sleep(0.1)
+    killed = _kill_group(json.loads(path.read_text())["pgid"])
     path.unlink(missing_ok=True)
-    return True
+    return killed
 
 
 def _cmdline(pid: int) -> list[str]:

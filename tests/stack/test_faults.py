@@ -86,6 +86,11 @@ def _until_indexed(stack: FaultStack, prefix: str, run_id: str, timeout_s: float
     return states
 
 
+def _expect_documents_as_clean(stack: FaultStack, prefix: str) -> None:
+    for name, data in DOCS.items():
+        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+
+
 def test_hostile_files_are_quarantined_once_with_a_typed_code_and_odd_ones_are_read(stack, clean):
     assert clean["documents_quarantined"] == len(HOSTILE), clean["quarantine"]
     assert clean["documents_indexed"] == len(DOCS) + 1 + len(ODD) and clean["documents_failed"] == 0
@@ -120,8 +125,7 @@ def test_ocr_service_killed_mid_run_and_back_30s_later_loses_nothing(stack, clea
     assert part_pid(stack.settings, "ocr") not in (None, before)
     states = _until_indexed(stack, prefix, run_id)
     assert states[-1] == "success", states
-    for name, data in DOCS.items():
-        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+    _expect_documents_as_clean(stack, prefix)
 
 
 def test_s3_server_stopped_during_extract_and_during_index_loses_nothing(stack, clean):
@@ -135,8 +139,7 @@ def test_s3_server_stopped_during_extract_and_during_index_loses_nothing(stack, 
         stack.up()
     states = _until_indexed(stack, prefix, run_id)
     assert states[-1] == "success", states
-    for name, data in DOCS.items():
-        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+    _expect_documents_as_clean(stack, prefix)
 
 
 def test_vector_store_write_failing_mid_upsert_keeps_the_old_version_whole(stack, clean):
@@ -168,8 +171,7 @@ def test_task_process_killed_mid_index_is_retried_to_the_same_result(stack, clea
     assert failpoints.fired(stack.failpoints, failpoints.INDEX_AFTER_UPSERT), "no index task was killed"
     assert max(stack.tries(run_id, "index")) >= 2, "the killed index task was not retried"
     assert states == ["success"], states  # the task's retry finished the same run
-    for name, data in DOCS.items():
-        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+    _expect_documents_as_clean(stack, prefix)
 
 
 def test_scheduler_restarted_mid_run_loses_nothing(stack, clean):
@@ -181,8 +183,7 @@ def test_scheduler_restarted_mid_run_loses_nothing(stack, clean):
     states = _until_indexed(stack, prefix, run_id)
     assert states[-1] == "success", states
     assert part_pid(stack.settings, "scheduler") == new  # the run was finished by the new scheduler
-    for name, data in DOCS.items():
-        stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
+    _expect_documents_as_clean(stack, prefix)
 
 
 def _long_documents() -> dict[str, bytes]:
