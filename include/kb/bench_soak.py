@@ -86,7 +86,8 @@ def _long_lived(start: list[dict[str, Any]], end: list[dict[str, Any]]) -> list[
 def soak(minutes: float = 30.0, interval_s: float = 5.0, searches_per_s: float = 2.0,
          run_timeout_s: float = 900.0, echo: Callable[[str], None] = print) -> dict[str, Any]:
     from kb.airflow_api import TERMINAL
-    from kb.ledger import Ledger, Status, doc_id_for
+    from kb.ledger import Status, doc_id_for
+    from kb.ledger_db import Ledger
     from kb.objectstore import ObjectStore
     from kb.settings import PipelineSettings, StackSettings
     from kb.stack import INGEST_DAG_ID, airflow_client, processes, run_ingest, search_client
@@ -159,7 +160,7 @@ def soak(minutes: float = 30.0, interval_s: float = 5.0, searches_per_s: float =
 
     import hashlib
 
-    ledger = Ledger(store, settings.artifacts_bucket)
+    ledger = Ledger.for_settings(settings, store)
     not_indexed = []
     for key, data in latest.items():
         entry = ledger.get(doc_id_for(settings.inbox_bucket, key))

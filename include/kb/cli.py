@@ -122,9 +122,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def _print_outcomes(store, p, uploaded) -> None:
     """Where each uploaded file stands now, from the ledger: the run summary counts only what
     that run did, and a scheduled run may have indexed the files just before it."""
-    from kb.ledger import Ledger, Status, doc_id_for
+    from kb.ledger import Status, doc_id_for
+    from kb.ledger_db import Ledger
 
-    ledger = Ledger(store, p.artifacts_bucket)
+    ledger = Ledger.for_settings(p, store)
     for info in uploaded:
         entry = ledger.get(doc_id_for(info.bucket, info.key))
         if entry is None or not entry.same_version(info):

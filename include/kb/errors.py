@@ -141,6 +141,12 @@ class StoreBusy(InfrastructureError):
     code = "store_busy"
 
 
+class LedgerUnavailable(InfrastructureError):
+    """The ledger database cannot be reached or failed a statement: try again later."""
+
+    code = "ledger_unavailable"
+
+
 # --- the local stack ----------------------------------------------------------------
 
 

@@ -1,21 +1,19 @@
-"""The durable record of what was indexed, one JSON object per document.
+"""The durable record of what was indexed: one entry per document, and the rules that
+turn a bucket listing plus the entries into a run's work.
 
-It lives in the artifacts bucket (``ledger/<doc_id>.json``) so that every worker,
-on any machine, sees the same state, and it survives the loss of any local disk.
-A document is identified by bucket and key; a version by its ETag/version id and,
-once downloaded, by the sha256 of its bytes.
+The entries live in a SQL table (``kb.ledger_db``). A document is identified by bucket
+and key; a version by its ETag/version id and, once downloaded, by the sha256 of its bytes.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, Iterable
 
-from kb.artifacts import ArtifactKeys
-from kb.objectstore import ObjectInfo, ObjectStore
+from kb.objectstore import ObjectInfo
 
 DOC_NAMESPACE = uuid.UUID("0b7c4d1e-2f3a-5b6c-8d9e-0a1b2c3d4e5f")
 
@@ -93,29 +91,6 @@ class LedgerEntry:
     def from_dict(cls, data: dict[str, Any]) -> "LedgerEntry":
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
-
-
-class Ledger:
-    def __init__(self, store: ObjectStore, bucket: str) -> None:
-        self.store = store
-        self.bucket = bucket
-
-    def get(self, doc_id: str) -> LedgerEntry | None:
-        data = self.store.get_json(self.bucket, ArtifactKeys.ledger(doc_id))
-        return LedgerEntry.from_dict(data) if data else None
-
-    def put(self, entry: LedgerEntry) -> None:
-        entry.updated_at = now_iso()
-        self.store.put_json(self.bucket, ArtifactKeys.ledger(entry.doc_id), asdict(entry))
-
-    def all(self) -> dict[str, LedgerEntry]:
-        entries = {}
-        for obj in self.store.list_latest(self.bucket, ArtifactKeys.LEDGER):
-            data = self.store.get_json(self.bucket, obj.key)
-            if data:
-                entry = LedgerEntry.from_dict(data)
-                entries[entry.doc_id] = entry
-        return entries
 
 
 @dataclass

@@ -115,6 +115,10 @@ class ObjectStore:
 
     # --- listing and reading ------------------------------------------------------
 
+    def bucket_exists(self, bucket: str) -> bool:
+        with storage_errors(f"looking for bucket {bucket}"):
+            return self.client.bucket_exists(bucket)
+
     def list_latest(self, bucket: str, prefix: str = "") -> Iterator[ObjectInfo]:
         """The current version of every object under ``prefix`` (delete markers hide keys)."""
         with storage_errors(f"listing s3://{bucket}/{prefix}"):

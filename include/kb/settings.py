@@ -90,9 +90,20 @@ class PipelineSettings(BaseSettings):
     qdrant_lock_timeout_s: float = 300.0
     collection: str = "kb_chunks"
 
+    # The ledger's database (SQLAlchemy URL): Postgres in its own database when distributed,
+    # e.g. postgresql+psycopg2://kb_ledger:...@db/kb_ledger; None: SQLite in the state folder.
+    # A secret (it may hold a password): never logged.
+    ledger_url: SecretStr | None = None
+
     @property
     def resolved_qdrant_path(self) -> Path:
         return self.qdrant_path or self.state_dir / "qdrant"
+
+    @property
+    def resolved_ledger_url(self) -> str:
+        if self.ledger_url is not None:
+            return self.ledger_url.get_secret_value()
+        return f"sqlite:///{self.state_dir / 'ledger.db'}"
 
 
 class S3Settings(BaseSettings):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kb.ledger import Ledger, Status, doc_id_for
+from kb.ledger import Status, doc_id_for
+from kb.ledger_db import Ledger
+from kb.settings import PipelineSettings
 from tests.integration.dagrun import points_by_doc, run_ingest
 from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, truncated_pdf
 
@@ -36,7 +38,7 @@ def test_bad_inputs_are_quarantined_and_the_good_one_is_indexed(kb_env, airflow_
     records = _quarantine_records(kb_env)
     by_key = {r["key"]: r for r in records.values()}
     assert set(by_key) == set(BAD)
-    ledger = Ledger(store, kb_env["artifacts"])
+    ledger = Ledger.for_settings(PipelineSettings())
     for key, (_, code) in BAD.items():
         record = by_key[key]
         assert record["code"] == code

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from kb.artifacts import ArtifactKeys
-from kb.ledger import Ledger, Status, doc_id_for
+from kb.ledger import Status, doc_id_for
+from kb.ledger_db import Ledger
+from kb.settings import PipelineSettings
 from tests.integration.dagrun import points_by_doc, run_ingest
 from tests.pdfs import coded_pages, make_pdf
 from tests.receivers import body_text, smtp_receiver, webhook_receiver
@@ -71,7 +73,7 @@ def test_bad_versions_are_quarantined_alerted_once_and_the_old_version_stays_sea
     dr, summary = run_ingest()
     assert summary["documents_indexed"] == 4, summary
     assert smtp == [] and hook == [], "good documents must send nothing"
-    v1 = {n: Ledger(store, kb_env["artifacts"]).get(doc_id_for(inbox, f"{n}.pdf")).indexed_sha256 for n in NAMES}
+    v1 = {n: Ledger.for_settings(PipelineSettings()).get(doc_id_for(inbox, f"{n}.pdf")).indexed_sha256 for n in NAMES}
 
     # --- new versions of three documents, each with one kind of broken OCR output -----
     for name in ("missing", "loop", "empty"):
@@ -107,7 +109,7 @@ def test_bad_versions_are_quarantined_alerted_once_and_the_old_version_stays_sea
 
     # --- the old versions are what Qdrant holds, and a search still finds them --------
     for name in NAMES:
-        entry = Ledger(store, kb_env["artifacts"]).get(doc_id_for(inbox, f"{name}.pdf"))
+        entry = Ledger.for_settings(PipelineSettings()).get(doc_id_for(inbox, f"{name}.pdf"))
         assert entry.status == Status.QUARANTINED and entry.error["code"] == "validation_failed"
         assert entry.indexed_sha256 == v1[name], "the ledger must still name the searchable version"
         points = points_by_doc(f"{name}.pdf")
@@ -135,7 +137,7 @@ def _assert_alerts(kb_env, smtp, hook, expected: dict, run_id: str) -> None:
             assert key in content and run_id in content
             line = next(x for x in content.splitlines() if expectation in x)
             assert observed in line and threshold in line, line
-            version = Ledger(kb_env["store"], kb_env["artifacts"]).get(doc_id_for(kb_env["inbox"], key)).version_id
+            version = Ledger.for_settings(PipelineSettings()).get(doc_id_for(kb_env["inbox"], key)).version_id
             assert f"Version: {version}" in content
         report = body["kb"]["report"]
         assert report.startswith(f"s3://{kb_env['artifacts']}/quarantine/")
@@ -175,7 +177,7 @@ def test_a_document_indexed_without_a_page_says_so_in_summary_ledger_and_one_ale
     dr, summary = run_ingest(quality={"max_failed_page_share": 0.5})
     assert dr.state == "success" and summary["documents_indexed"] == 1, summary
     assert summary["pages_failed"] == [{"key": "gap.pdf", "page": 2, "reason": reason}]
-    entry = Ledger(store, kb_env["artifacts"]).get(doc_id_for(inbox, "gap.pdf"))
+    entry = Ledger.for_settings(PipelineSettings()).get(doc_id_for(inbox, "gap.pdf"))
     assert entry.status == Status.INDEXED and entry.failed_pages == [{"page": 2, "reason": reason}]
     assert {n for p in points_by_doc("gap.pdf") for n in p.payload["pages"]} == {1, 3}
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from kb.errors import ValidationFailed
-from kb.ledger import Ledger, Status, doc_id_for
+from kb.ledger import Status, doc_id_for
+from kb.ledger_db import Ledger
 from kb.pipeline.extract import extract
 from kb.pipeline.index import check_pages
-from kb.settings import QualitySettings
+from kb.settings import PipelineSettings, QualitySettings
 from tests.integration.stages import context, plan_run
 from tests.integration.dagrun import run_ingest
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.integration
 def test_a_run_can_relax_a_threshold_and_bad_params_fail_the_run_without_retries(kb_env, airflow_db):
     # a real scan with two blank pages out of three: OCR finds nothing on them
     kb_env["store"].put_bytes(kb_env["inbox"], "blank.pdf", make_pdf(coded_pages("blank", 1) + ["", ""]))
-    entry = lambda: Ledger(kb_env["store"], kb_env["artifacts"]).get(doc_id_for(kb_env["inbox"], "blank.pdf"))  # noqa: E731
+    entry = lambda: Ledger.for_settings(PipelineSettings()).get(doc_id_for(kb_env["inbox"], "blank.pdf"))  # noqa: E731
 
     dr, summary = run_ingest()
     assert summary["documents_quarantined"] == 1 and entry().status == Status.QUARANTINED

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kb.airflow_api import TERMINAL, AirflowClient
-from kb.ledger import Ledger, LedgerEntry, doc_id_for
+from kb.ledger import LedgerEntry, doc_id_for
+from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
 from kb.settings import PipelineSettings, StackSettings
 from kb.stack import INGEST_DAG_ID, airflow_client
@@ -135,7 +136,7 @@ class FaultStack:
                        for r in records), key=lambda c: (c.sha256, c.chunk_index))
 
     def ledger(self, key: str) -> LedgerEntry | None:
-        return Ledger(self.store, ARTIFACTS).get(doc_id_for(INBOX, key))
+        return Ledger.for_settings(self.pipeline).get(doc_id_for(INBOX, key))
 
     def alerts(self, key: str) -> list[dict[str, Any]]:
         """The document alerts (quarantined, indexed without pages) the webhook got for ``key``."""

@@ -13,13 +13,16 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import httpx
 import pymupdf
 import pytest
 
 from kb.corpus import fetch
-from kb.ledger import Ledger, Status, doc_id_for
+from kb.ledger import Status, doc_id_for
+from kb.ledger_db import Ledger
+from kb.settings import PipelineSettings
 from kb.objectstore import ObjectStore
 from tests.stack.kbcli import REPO, kb, stack_env
 
@@ -68,7 +71,7 @@ def test_every_real_document_is_indexed_with_all_its_pages_under_small_limits(sm
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     store = _store(env)
-    ledger = Ledger(store, "kb-artifacts")
+    ledger = Ledger.for_settings(PipelineSettings(state_dir=Path(env["KB_STATE_DIR"])))
     for f in corpus:
         key = f"{PREFIX}{'scanned' if f.scanned else 'born-digital'}/{f.path.name}"
         entry = ledger.get(doc_id_for("inbox", key))

@@ -1,11 +1,11 @@
-"""What every stage works against: the object store, the settings, the quality thresholds."""
+"""What every stage works against: the object store, the ledger, the settings, the quality thresholds."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from kb.ledger import Ledger
+from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
 from kb.settings import PipelineSettings, QualitySettings
 
@@ -22,4 +22,4 @@ class Context:
 
     @cached_property
     def ledger(self) -> Ledger:
-        return Ledger(self.store, self.settings.artifacts_bucket)
+        return Ledger.for_settings(self.settings, self.store)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from kb.ledger import pending_work
 from kb.pipeline.context import Context
 from kb.pipeline.messages import Sensed
 from kb.pipeline.signature import index_signature
@@ -17,12 +16,10 @@ def sense(ctx: Context, prefix: str = "", force: bool = False) -> Sensed:
     object there (a manual backfill, backoffs included); content already extracted is
     reused and point ids are stable, so it only costs time."""
     s = ctx.settings
-    objects = list(ctx.store.list_latest(s.inbox_bucket, prefix))
-    entries = ctx.ledger.all()
-    if prefix:
-        entries = {k: e for k, e in entries.items() if e.key.startswith(prefix)}
+    # one bucket listing and one ledger query, however many documents there are
+    objects = ctx.store.list_latest(s.inbox_bucket, prefix)
     signature = index_signature(s)
-    work = pending_work(s.inbox_bucket, objects, entries, s.max_attempts, signature)
+    work = ctx.ledger.changes(s.inbox_bucket, prefix, objects, s.max_attempts, signature)
     if force:
         work.changed, work.unchanged = work.changed + work.unchanged + work.backing_off, []
         work.backing_off = []

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kb.retrieval import Retriever, SearchFilter, mark_terms
 from kb.search import errors as E
+from kb.ledger_db import Ledger
 from kb.search.pages import PageNotFound, render_png
 from kb.search.stores import open_reader
 from kb.search.ui import PAGE
@@ -207,7 +208,7 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
     async def page_image(doc_id: str, page: int, request: Request, version: str | None = None):
         try:
             png = await anyio.to_thread.run_sync(lambda: render_png(
-                request.app.state.objects, pipeline.artifacts_bucket, doc_id, page, version,
+                request.app.state.objects, Ledger.for_settings(pipeline, request.app.state.objects), doc_id, page, version,
                 settings.page_dpi, settings.max_page_pixels))
         except PageNotFound as exc:
             raise E.NotFound(exc.message, code=exc.code) from None

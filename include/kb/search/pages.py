@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kb.errors import KbError, ObjectMissing
-from kb.ledger import Ledger
+from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
 
 
@@ -17,7 +17,7 @@ class PageNotFound(KbError):
         self.code = code
 
 
-def render_png(store: ObjectStore, artifacts_bucket: str, doc_id: str, page: int, version: str | None,
+def render_png(store: ObjectStore, ledger: Ledger, doc_id: str, page: int, version: str | None,
                dpi: int, max_pixels: int) -> bytes:
     """Page ``page`` (1-based) of ``doc_id`` at ``version`` (default: the indexed one) as PNG,
     at ``dpi`` unless that would exceed ``max_pixels``, whatever size the page claims."""
@@ -27,7 +27,7 @@ def render_png(store: ObjectStore, artifacts_bucket: str, doc_id: str, page: int
     from ocr_engine.errors import InputError
     from ocr_engine.render import zoom_for
 
-    entry = Ledger(store, artifacts_bucket).get(doc_id)
+    entry = ledger.get(doc_id)
     if entry is None:
         raise PageNotFound(f"no document {doc_id}", "unknown_document")
     version = version or entry.indexed_version_id or entry.version_id

@@ -1,0 +1,283 @@
+"""The ledger as a SQL table: one row per document, read by one query per run.
+
+Locally it is SQLite under the state folder (``<state_dir>/ledger.db``) in WAL mode, so the
+task processes of one machine read while one writes; in the distributed stack and in
+compose it is Postgres, in its own database (``KB_LEDGER_URL``), not Airflow's.
+
+``changes`` answers "what changed" for a bucket listing with one query: the listing goes
+into a temporary table and is joined with the ledger, which returns only rows that may
+need work (anything but an indexed row of the same version and index signature) and the
+rows whose object is gone. ``kb.ledger.pending_work`` then sorts those few rows by the
+same rules it always applied, so the rules keep one owner; the SQL is only the filter
+that keeps 99.9 % of a steady bucket out of Python.
+
+The JSON ledger that earlier versions kept in the artifacts bucket (``ledger/<doc_id>.json``)
+is copied in once, the first time a process opens an empty database; those objects are
+left where they were (a backup) and never read again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any, Iterable, Iterator
+
+from sqlalchemy import (
+    JSON, Column, Connection, Engine, Index, MetaData, String, Table, Text, and_, create_engine, event, exists, literal, not_,
+    or_, select, union_all,
+)
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool
+
+from kb.artifacts import ArtifactKeys
+from kb.errors import LedgerUnavailable
+from kb.ledger import LedgerEntry, Status, Work, doc_id_for, now_iso, pending_work
+from kb.objectstore import ObjectInfo, ObjectStore
+
+log = logging.getLogger(__name__)
+
+metadata = MetaData()
+
+ledger_table = Table(
+    "kb_ledger", metadata,
+    Column("doc_id", String(36), primary_key=True),
+    Column("bucket", String(255), nullable=False),
+    Column("key", Text, nullable=False),
+    Column("etag", String(255), nullable=False),
+    Column("version_id", String(255)),
+    Column("status", String(16), nullable=False),
+    Column("index_signature", String(255)),
+    Column("updated_at", String(32), nullable=False),
+    # the whole LedgerEntry; the columns above are copies that queries filter on
+    Column("entry", JSON, nullable=False),
+    Index("ix_kb_ledger_bucket_key", "bucket", "key"),
+)
+
+# What has been done to this database once: the JSON ledger's migration.
+meta_table = Table(
+    "kb_ledger_meta", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+JSON_MIGRATED = "json_ledger_migrated"
+_INSERT_CHUNK = 5000  # listing rows per INSERT into the temporary table
+
+
+def sqlite_url(path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _on_sqlite_connect(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL: readers never wait for the writer; a writer waits up to 30 s for another.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+_engines: dict[tuple[str, int], Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def engine_for(url: str) -> Engine:
+    """One engine per URL and process: a pool must never cross a fork (task runners fork)."""
+    key = (url, os.getpid())
+    with _engines_lock:
+        engine = _engines.get(key)
+        if engine is None:
+            if url.startswith("sqlite"):
+                # NullPool: a connection per unit of work; opening SQLite costs microseconds and
+                # no file handle outlives it.
+                engine = create_engine(url, poolclass=NullPool)
+                event.listen(engine, "connect", _on_sqlite_connect)
+            else:
+                engine = create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+            _engines[key] = engine
+    return engine
+
+
+@contextmanager
+def ledger_errors() -> Iterator[None]:
+    """The database driver's failures as ``LedgerUnavailable`` (retryable); the URL, which
+    may hold a password, is never part of the message."""
+    try:
+        yield
+    except DBAPIError as exc:
+        raise LedgerUnavailable(f"the ledger database failed: {type(exc.orig).__name__}: {exc.orig}") from exc
+
+
+def _insert(bind: Engine | Connection):
+    """The dialect's INSERT, which knows ON CONFLICT (SQLite and Postgres both do)."""
+    if bind.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def _row(entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "doc_id": entry.doc_id, "bucket": entry.bucket, "key": entry.key, "etag": entry.etag,
+        "version_id": entry.version_id, "status": str(entry.status), "index_signature": entry.index_signature,
+        "updated_at": entry.updated_at, "entry": json.loads(json.dumps(asdict(entry), default=str)),
+    }
+
+
+def _entry(data: Any) -> LedgerEntry:
+    return LedgerEntry.from_dict(json.loads(data) if isinstance(data, str) else data)
+
+
+class Ledger:
+    """Ledger entries in SQL. ``store`` and ``artifacts_bucket`` are only read once, to
+    migrate the JSON ledger into an empty database."""
+
+    def __init__(self, url: str, store: ObjectStore | None = None, artifacts_bucket: str | None = None) -> None:
+        self.url = url
+        self.store = store
+        self.artifacts_bucket = artifacts_bucket
+        self._ready = False
+
+    @classmethod
+    def for_settings(cls, settings, store: ObjectStore | None = None) -> "Ledger":
+        """The ledger ``PipelineSettings`` names (``KB_LEDGER_URL``, else SQLite in the state folder)."""
+        return cls(settings.resolved_ledger_url, store, settings.artifacts_bucket)
+
+    @property
+    def engine(self) -> Engine:
+        return engine_for(self.url)
+
+    # --- the one place SQL errors become kb errors --------------------------------------
+
+    @contextmanager
+    def _connection(self, write: bool = False) -> Iterator[Connection]:
+        """A connection (a transaction when ``write``) to the prepared database."""
+        with ledger_errors():
+            self._prepare()
+            with self.engine.begin() if write else self.engine.connect() as conn:
+                yield conn
+
+    def _prepare(self) -> None:
+        """Create the tables, then migrate the JSON ledger once per database."""
+        if self._ready:
+            return
+        if self.url.startswith("sqlite:///"):
+            os.makedirs(os.path.dirname(os.path.abspath(self.url.removeprefix("sqlite:///"))), exist_ok=True)
+        metadata.create_all(self.engine, checkfirst=True)
+        with self.engine.connect() as conn:
+            migrated = conn.execute(select(meta_table.c.value).where(meta_table.c.name == JSON_MIGRATED)).scalar()
+        if migrated is None:
+            self._migrate_json()
+        self._ready = True
+
+    def _migrate_json(self) -> None:
+        entries = list(self._json_entries())
+        insert = _insert(self.engine)
+        with self.engine.begin() as conn:
+            if entries:
+                # a row already in SQL is newer than its JSON copy: keep it
+                conn.execute(insert(ledger_table).on_conflict_do_nothing(index_elements=["doc_id"]),
+                             [_row(e) for e in entries])
+            conn.execute(insert(meta_table).on_conflict_do_nothing(index_elements=["name"]),
+                         [{"name": JSON_MIGRATED, "value": json.dumps({"entries": len(entries), "at": now_iso()})}])
+        if entries:
+            log.info("ledger: migrated %d JSON entries from s3://%s/%s", len(entries), self.artifacts_bucket,
+                     ArtifactKeys.LEDGER)
+
+    def _json_entries(self) -> Iterator[LedgerEntry]:
+        if self.store is None or not self.artifacts_bucket or not self.store.bucket_exists(self.artifacts_bucket):
+            return
+        for obj in self.store.list_latest(self.artifacts_bucket, ArtifactKeys.LEDGER):
+            data = self.store.get_json(self.artifacts_bucket, obj.key)
+            if data:
+                yield LedgerEntry.from_dict(data)
+
+    # --- reads and writes -------------------------------------------------------------
+
+    def get(self, doc_id: str) -> LedgerEntry | None:
+        with self._connection() as conn:
+            data = conn.execute(select(ledger_table.c.entry).where(ledger_table.c.doc_id == doc_id)).scalar()
+        return _entry(data) if data is not None else None
+
+    def get_many(self, doc_ids: Iterable[str]) -> dict[str, LedgerEntry]:
+        ids = list(doc_ids)
+        found: dict[str, LedgerEntry] = {}
+        with self._connection() as conn:
+            for start in range(0, len(ids), _INSERT_CHUNK):
+                rows = conn.execute(select(ledger_table.c.entry)
+                                    .where(ledger_table.c.doc_id.in_(ids[start:start + _INSERT_CHUNK])))
+                for (data,) in rows:
+                    entry = _entry(data)
+                    found[entry.doc_id] = entry
+        return found
+
+    def put(self, entry: LedgerEntry) -> None:
+        self.put_many([entry])
+
+    def put_many(self, entries: Iterable[LedgerEntry]) -> None:
+        """Insert or replace entries, in one transaction."""
+        rows = []
+        for entry in entries:
+            entry.updated_at = now_iso()
+            rows.append(_row(entry))
+        if not rows:
+            return
+        with self._connection(write=True) as conn:
+            stmt = _insert(conn)(ledger_table)
+            stmt = stmt.on_conflict_do_update(index_elements=["doc_id"],
+                                              set_={k: stmt.excluded[k] for k in rows[0] if k != "doc_id"})
+            for start in range(0, len(rows), _INSERT_CHUNK):
+                conn.execute(stmt, rows[start:start + _INSERT_CHUNK])
+
+    def count(self) -> int:
+        from sqlalchemy import func
+
+        with self._connection() as conn:
+            return conn.execute(select(func.count()).select_from(ledger_table)).scalar_one()
+
+    def changes(self, bucket: str, prefix: str, objects: Iterable[ObjectInfo], max_attempts: int,
+                index_signature: str | None = None, at: datetime | None = None) -> Work:
+        """What a run should do with ``objects`` (a listing of ``bucket`` under ``prefix``)."""
+        listed = {doc_id_for(o.bucket, o.key): o for o in objects}
+        sense = Table("kb_sense", MetaData(), Column("doc_id", String(36), primary_key=True),
+                      Column("etag", String(255)), Column("version_id", String(255)), prefixes=["TEMPORARY"])
+        led = ledger_table
+        settled = and_(led.c.status == str(Status.INDEXED), led.c.etag == sense.c.etag,
+                       led.c.version_id.is_not_distinct_from(sense.c.version_id))
+        if index_signature:
+            settled = and_(settled, led.c.index_signature.is_not_distinct_from(literal(index_signature)))
+        maybe_work = (select(sense.c.doc_id.label("listed"), led.c.entry)
+                      .select_from(sense.outerjoin(led, led.c.doc_id == sense.c.doc_id))
+                      .where(or_(led.c.doc_id.is_(None), not_(settled))))
+        gone_where = [led.c.bucket == bucket, led.c.status != str(Status.DELETED),
+                      ~exists().where(sense.c.doc_id == led.c.doc_id)]
+        if prefix:
+            gone_where.append(led.c.key.startswith(prefix, autoescape=True))
+        gone = select(literal(None, String).label("listed"), led.c.entry).where(*gone_where)
+        with self._connection(write=True) as conn:
+            sense.create(conn)
+            try:
+                rows = [{"doc_id": d, "etag": o.etag, "version_id": o.version_id} for d, o in listed.items()]
+                for start in range(0, len(rows), _INSERT_CHUNK):
+                    conn.execute(sense.insert(), rows[start:start + _INSERT_CHUNK])
+                result = conn.execute(union_all(maybe_work, gone)).all()
+            finally:
+                sense.drop(conn)
+        entries: dict[str, LedgerEntry] = {}
+        candidates: list[ObjectInfo] = []
+        for listed_id, data in result:
+            if data is not None:
+                entry = _entry(data)
+                entries[entry.doc_id] = entry
+            if listed_id is not None:
+                candidates.append(listed[listed_id])
+        work = pending_work(bucket, candidates, entries, max_attempts, index_signature, at)
+        considered = {doc_id_for(o.bucket, o.key) for o in candidates}
+        work.unchanged.extend(o for d, o in listed.items() if d not in considered)
+        return work
