@@ -10,12 +10,17 @@ The one place the service's answers become the pipeline's errors:
 - other 4xx (``OcrRequestRefused``): this deployment's mistake (a wrong key, a bad
   parameter); the task fails, the document is tried again later, never quarantined.
 - other 5xx (``OcrUnavailable``).
+
+Replicas: a client may know several base URLs (the same service, scaled out). Each call
+starts at a random one; a replica that is full (429) or cannot be reached is left for the
+next, and the backoff only starts once every replica has been tried.
 """
 
 from __future__ import annotations
 
+import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -57,6 +62,12 @@ class OcrClient:
     retries: int = 5
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
+    # other base URLs of the same service (replicas); base_url is one of them too
+    replicas: list[str] = field(default_factory=list)
+
+    @property
+    def base_urls(self) -> list[str]:
+        return [self.base_url, *(r for r in self.replicas if r != self.base_url)]
 
     @property
     def _headers(self) -> dict[str, str]:
@@ -78,9 +89,12 @@ class OcrClient:
         return body["pages"]
 
     def _call(self, method: str, path: str, timeout: httpx.Timeout, **kwargs: Any) -> dict[str, Any]:
-        url = f"{self.base_url.rstrip('/')}{path}"
+        urls = self.base_urls
+        start = random.randrange(len(urls))
         last_problem = ""
-        for attempt in range(self.retries + 1):
+        tries = (self.retries + 1) * len(urls)
+        for attempt in range(tries):
+            url = f"{urls[(start + attempt) % len(urls)].rstrip('/')}{path}"
             try:
                 resp = httpx.request(method, url, headers=self._headers, timeout=timeout, **kwargs)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # never reached the service: safe to resend
@@ -95,10 +109,11 @@ class OcrClient:
                 if resp.status_code not in RETRY_STATUSES:
                     raise _error_for(resp)
                 last_problem = f"{resp.status_code} {_error_of(resp).get('code', '')}"
-                delay = self._delay(attempt, resp.headers.get("retry-after"))
-            if attempt < self.retries:
+                delay = self._delay(attempt // len(urls), resp.headers.get("retry-after"))
+            # the next replica at once; a pause only after a round over all of them
+            if attempt < tries - 1 and (attempt + 1) % len(urls) == 0:
                 time.sleep(delay)
-        raise OcrUnavailable(f"the OCR service did not answer after {self.retries + 1} tries ({last_problem})")
+        raise OcrUnavailable(f"the OCR service did not answer after {tries} tries ({last_problem})")
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         backoff = min(self.max_backoff_s, self.backoff_s * 2**attempt)

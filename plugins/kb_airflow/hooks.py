@@ -31,22 +31,32 @@ class ObjectStoreHook(BaseHook):
     @cached_property
     def store(self) -> ObjectStore:
         conn = self.get_connection(self.s3_conn_id)
-        extra = conn.extra_dejson or {}
-        endpoint = f"{conn.host}:{conn.port}" if conn.port else str(conn.host)
-        return ObjectStore.connect(
-            endpoint,
-            conn.login,
-            conn.password,
-            secure=bool(extra.get("secure", conn.schema == "https")),
-            region=extra.get("region"),
-        )
+        return _store_for(conn, conn.extra_dejson or {})
+
+    async def astore(self) -> ObjectStore:
+        """``store`` for code on an event loop (a trigger): the connection is looked up with
+        the SDK's async calls, which do not block the loop. The client itself is synchronous."""
+        conn = await self.aget_connection(self.s3_conn_id)
+        return _store_for(conn, await conn.aextra_dejson() or {})
+
+
+def _store_for(conn, extra: dict) -> ObjectStore:
+    endpoint = f"{conn.host}:{conn.port}" if conn.port else str(conn.host)
+    return ObjectStore.connect(
+        endpoint,
+        conn.login,
+        conn.password,
+        secure=bool(extra.get("secure", conn.schema == "https")),
+        region=extra.get("region"),
+    )
 
 
 class OcrServiceHook(BaseHook):
     """The OCR service, through ``kb.ocr_client.OcrClient``.
 
     Connection ``ocr_service``: host and port (schema http or https), password = API key,
-    extra ``{"connect_timeout_s", "read_timeout_s", "retries", "backoff_s"}`` (optional).
+    extra ``{"connect_timeout_s", "read_timeout_s", "retries", "backoff_s"}`` (optional) and
+    ``{"replicas": ["http://host:port", ...]}``: more instances of the service.
     """
 
     conn_name_attr = "ocr_conn_id"
@@ -69,7 +79,8 @@ class OcrServiceHook(BaseHook):
         extra = conn.extra_dejson or {}
         scheme = conn.schema or "http"
         base = f"{scheme}://{conn.host}:{conn.port}" if conn.port else f"{scheme}://{conn.host}"
-        tuning = {k: extra[k] for k in ("connect_timeout_s", "read_timeout_s", "retries", "backoff_s") if k in extra}
+        tuning = {k: extra[k] for k in ("connect_timeout_s", "read_timeout_s", "retries", "backoff_s", "replicas")
+                  if k in extra}
         return OcrClient(base, conn.password, **tuning)
 
 

@@ -131,3 +131,37 @@ def test_a_read_timeout_is_not_resent_and_becomes_ocr_unavailable():
         assert server.calls == 1, "a request the service may still be working on is not sent twice"
     finally:
         server.close()
+
+
+BUSY = (429, {"Retry-After": "30"}, err("overloaded"))
+
+
+def test_a_full_replica_is_left_for_a_free_one_without_waiting():
+    full, free = Scripted([BUSY] * 10), Scripted([OK] * 10)
+    try:
+        client = OcrClient(full.url, "k", retries=2, backoff_s=5.0, replicas=[free.url])
+        import time
+
+        started = time.monotonic()
+        for _ in range(6):  # each call starts at a random replica: both orders happen
+            assert client.parse(b"%PDF", 1, 1) == [{"page": 1, "markdown": "hello"}]
+        # a 429 from one replica never waited its Retry-After: the other was free
+        assert time.monotonic() - started < 5
+        assert free.calls == 6 and full.calls <= 6
+    finally:
+        full.close()
+        free.close()
+
+
+def test_a_replica_that_is_down_is_skipped_and_all_down_is_reported_once_per_round():
+    live = Scripted([OK] * 5)
+    try:
+        client = OcrClient("http://127.0.0.1:9", "k", retries=1, backoff_s=0.01, replicas=[live.url])
+        for _ in range(4):
+            assert client.parse(b"%PDF", 1, 1)
+        assert live.calls == 4
+    finally:
+        live.close()
+    with pytest.raises(OcrUnavailable, match="after 4 tries"):
+        OcrClient("http://127.0.0.1:9", "k", retries=1, backoff_s=0.01, replicas=["http://127.0.0.1:7"]).parse(
+            b"%PDF", 1, 1)
