@@ -32,7 +32,7 @@ def _client_env():
 def cmd_up(args: argparse.Namespace) -> int:
     from kb import stack
 
-    st = stack.up(_stack_settings(), airflow=not args.no_airflow)
+    st = stack.up(_stack_settings(), airflow=not args.no_airflow, distributed=args.distributed, workers=args.workers)
     print(f"up: S3 {st['s3']['endpoint']}, Airflow {st['airflow']['url'] if st['airflow']['running'] else '(not started)'}, "
           f"Qdrant {st['qdrant']['location']}")
     return 0
@@ -285,6 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
                                    "KB_WEED_VOLUME_PORT, KB_WEED_FILER_PORT, KB_OCR_PORT, KB_AIRFLOW_PORT, "
                                    "KB_AIRFLOW_WORKER_LOG_PORT, KB_AIRFLOW_TRIGGER_LOG_PORT and KB_STATE_DIR.")
     p.add_argument("--no-airflow", action="store_true", help="only the S3 server and the Qdrant store (no OCR service, no Airflow)")
+    p.add_argument("--distributed", action="store_true",
+                   help="the production topology: Postgres and Redis (Debian packages), Airflow's CeleryExecutor "
+                        "with a default and a gpu worker, two OCR replicas (ports: KB_POSTGRES_PORT, KB_REDIS_PORT, "
+                        "KB_OCR_REPLICA_PORTS, KB_AIRFLOW_EXTRA_WORKER_LOG_PORTS)")
+    p.add_argument("--workers", type=int, choices=(1, 2), default=2,
+                   help="with --distributed: 2 = one worker per queue (default, gpu); 1 = one worker for both")
     p.set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop what `kb up` started").set_defaults(func=cmd_down)
     p = sub.add_parser("status", help="report each part of the stack")

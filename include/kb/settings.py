@@ -144,6 +144,17 @@ class StackSettings(BaseSettings):
     gpu_ocr_pool_slots: int = 2
     airflow_parallelism: int = 4
 
+    # `kb up --distributed` only: Postgres and Redis (Debian's packages), Celery workers,
+    # OCR replicas (the first on ocr_port, the others on ocr_replica_ports). The gpu_ocr
+    # pool gets replicas x ocr_replica_concurrency slots.
+    postgres_port: int = 15432
+    redis_port: int = 16379
+    ocr_replicas: int = Field(2, ge=1)
+    ocr_replica_ports: list[int] = Field(default_factory=lambda: [8091])
+    ocr_replica_concurrency: int = Field(1, ge=1)
+    celery_worker_concurrency: int = Field(2, ge=1)
+    airflow_extra_worker_log_ports: list[int] = Field(default_factory=lambda: [8795])
+
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 20.0
 

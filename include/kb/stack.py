@@ -30,7 +30,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 INGEST_DAG_ID = "kb_ingest"
 SECRET_NAMES = ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY", "KB_AIRFLOW_PASSWORD", "KB_AIRFLOW_JWT_SECRET",
                 "KB_OCR_API_KEY", "KB_OCR_S3_ACCESS_KEY", "KB_OCR_S3_SECRET_KEY", "KB_SEARCH_API_KEY",
-                "KB_SEARCH_S3_ACCESS_KEY", "KB_SEARCH_S3_SECRET_KEY")
+                "KB_SEARCH_S3_ACCESS_KEY", "KB_SEARCH_S3_SECRET_KEY",
+                # the distributed stack's Postgres roles and Redis
+                "KB_PG_AIRFLOW_PASSWORD", "KB_PG_LEDGER_PASSWORD", "KB_REDIS_PASSWORD")
 
 
 # --- secrets ---------------------------------------------------------------------------
@@ -80,6 +82,10 @@ def load_client_env(settings: StackSettings | None = None) -> None:
         os.environ.setdefault(k, v)
     os.environ.setdefault("KB_S3_ENDPOINT", f"{s.host}:{s.s3_port}")
     os.environ.setdefault("KB_STATE_DIR", str(s.state_dir))
+    if part_pid(s, "postgres"):  # the distributed stack keeps the ledger in Postgres
+        from kb.stack_distributed import ledger_url
+
+        os.environ.setdefault("KB_LEDGER_URL", ledger_url(s, read_env_file(secrets_path(s.state_dir))))
 
 
 # --- processes -------------------------------------------------------------------------
@@ -417,24 +423,30 @@ def ocr_base_url(s: StackSettings) -> str:
     return f"http://{s.host}:{s.ocr_port}"
 
 
-def start_ocr(s: StackSettings, secrets_: dict[str, str]) -> None:
-    if part_pid(s, "ocr"):
+def start_ocr(s: StackSettings, secrets_: dict[str, str], name: str = "ocr", port: int | None = None,
+              extra_env: dict[str, str] | None = None) -> None:
+    """One OCR service process (``name`` and ``port`` for a replica beyond the first)."""
+    port = port or s.ocr_port
+    if part_pid(s, name):
         return
-    check_ports_free(s.host, {"OCR service": s.ocr_port})
+    check_ports_free(s.host, {f"OCR service ({name})": port})
     env = dict(os.environ)
     env.update({
-        "OCR_SERVICE_HOST": s.host, "OCR_SERVICE_PORT": str(s.ocr_port),
+        "OCR_SERVICE_HOST": s.host, "OCR_SERVICE_PORT": str(port),
         "OCR_SERVICE_API_KEYS": secrets_["KB_OCR_API_KEY"],
         "OCR_SERVICE_S3_ENDPOINT": f"{s.host}:{s.s3_port}",
         "OCR_SERVICE_S3_ACCESS_KEY": secrets_["KB_OCR_S3_ACCESS_KEY"],
         "OCR_SERVICE_S3_SECRET_KEY": secrets_["KB_OCR_S3_SECRET_KEY"],
         "OCR_DEVICE": env.get("OCR_DEVICE", "cpu"),
+        **(extra_env or {}),
     })
-    _start_http_service(s, "ocr", "ocr-engine", env, ocr_base_url(s))
+    _start_http_service(s, name, "ocr-engine", env, f"http://{s.host}:{port}")
 
 
 def stop_ocr(s: StackSettings) -> bool:
-    return stop_part(s, "ocr")
+    replicas = sorted(p.stem for p in _run_dir(s).glob("ocr-*.json")) if _run_dir(s).exists() else []
+    stopped = [stop_part(s, name) for name in replicas]
+    return stop_part(s, "ocr") or any(stopped)
 
 
 # --- the search service ------------------------------------------------------------------
@@ -444,7 +456,7 @@ def search_base_url(s: StackSettings) -> str:
     return f"http://{s.host}:{s.search_port}"
 
 
-def start_search(s: StackSettings, secrets_: dict[str, str]) -> None:
+def start_search(s: StackSettings, secrets_: dict[str, str], extra_env: dict[str, str] | None = None) -> None:
     if part_pid(s, "search"):
         return
     check_ports_free(s.host, {"search service": s.search_port})
@@ -458,6 +470,7 @@ def start_search(s: StackSettings, secrets_: dict[str, str]) -> None:
         "KB_STATE_DIR": str(s.state_dir),
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        **(extra_env or {}),
     })
     for name in ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY"):  # it has an identity of its own
         env.pop(name, None)
@@ -531,6 +544,9 @@ def airflow_env(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
             "password": secrets_["KB_OCR_API_KEY"], "extra": {"read_timeout_s": 900, "retries": 5},
         }),
         "KB_OCR_MODE": "service",
+        # a file that lands starts a run within seconds (the asset watcher in the triggerer);
+        # tests that trigger runs by hand turn it off
+        "KB_WATCH_INBOX": env.get("KB_WATCH_INBOX", "true"),
         "KB_STATE_DIR": str(s.state_dir),
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
@@ -572,7 +588,9 @@ def stop_airflow(s: StackSettings) -> bool:
 # --- the whole stack -------------------------------------------------------------------
 
 
-def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[str], None] = print) -> dict[str, Any]:
+def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: bool = False, workers: int = 2,
+       echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """The local stack; ``distributed``: the production topology (``kb.stack_distributed``)."""
     s = s or StackSettings()
     s.state_dir.mkdir(parents=True, exist_ok=True)
     secrets_ = ensure_secrets(s.state_dir)
@@ -582,7 +600,9 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[
         p = PipelineSettings(state_dir=s.state_dir)
         p.resolved_qdrant_path.mkdir(parents=True, exist_ok=True)
         echo(f"Qdrant local store at {p.resolved_qdrant_path}")
-        if airflow:
+        if distributed:
+            _up_distributed(s, secrets_, workers, echo)
+        elif airflow:
             echo(f"starting the OCR service on {ocr_base_url(s)} (CPU: text layer, else PP-OCR) ...")
             start_ocr(s, secrets_)
             echo(f"starting the search service on {search_base_url(s)} ...")
@@ -595,9 +615,30 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, echo: Callable[[
     return status(s)
 
 
+def _up_distributed(s: StackSettings, secrets_: dict[str, str], workers: int, echo: Callable[[str], None]) -> None:
+    from kb import stack_distributed as dist
+
+    echo(f"starting Postgres on {s.host}:{s.postgres_port} and Redis on {s.host}:{s.redis_port} ...")
+    dist.start_postgres(s, secrets_)
+    dist.start_redis(s, secrets_)
+    # replicas refuse at once when full (no queue), so a client moves on to a free one
+    replica_env = {"OCR_SERVICE_MAX_CONCURRENCY": str(s.ocr_replica_concurrency), "OCR_SERVICE_MAX_QUEUE": "0"}
+    for i, port in enumerate(dist.ocr_replica_ports(s)):
+        echo(f"starting OCR replica {i + 1} on http://{s.host}:{port} ...")
+        start_ocr(s, secrets_, "ocr" if i == 0 else f"ocr-{i + 1}", port, replica_env)
+    echo(f"starting the search service on {search_base_url(s)} ...")
+    start_search(s, secrets_, {"KB_LEDGER_URL": dist.ledger_url(s, secrets_)})
+    echo(f"starting Airflow (CeleryExecutor, {workers} worker(s)) on {airflow_base_url(s)} ...")
+    dist.start_airflow_celery(s, secrets_, workers, echo)
+
+
 def down(s: StackSettings | None = None, *, echo: Callable[[str], None] = print) -> dict[str, bool]:
+    from kb.stack_distributed import stop_distributed
+
     s = s or StackSettings()
-    result = {"airflow": stop_airflow(s), "search": stop_search(s), "ocr": stop_ocr(s), "s3": stop_s3(s)}
+    result = {"airflow": stop_airflow(s), **stop_distributed(s), "search": stop_search(s), "ocr": stop_ocr(s),
+              "s3": stop_s3(s)}
+    result = {k: v for k, v in result.items() if v or k in ("airflow", "search", "ocr", "s3")}
     for name, stopped in result.items():
         echo(f"{name}: {'stopped' if stopped else 'was not running'}")
     return result
@@ -621,7 +662,7 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
             s3["error"] = str(exc)
     out["s3"] = s3
 
-    pid = part_pid(s, "airflow")
+    pid = airflow_pid(s)
     af: dict[str, Any] = {"running": bool(pid), "pid": pid, "url": airflow_base_url(s), "healthy": False}
     if pid:
         try:
@@ -633,6 +674,13 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
     out["airflow"] = af
 
     out["ocr"] = _http_service_status(s, "ocr", ocr_base_url(s))
+    from kb.stack_distributed import distributed_status, ocr_replica_ports
+
+    if part_pid(s, "postgres"):
+        out["distributed"] = distributed_status(s)
+        out["distributed"]["ocr_replicas"] = [
+            _http_service_status(s, "ocr" if i == 0 else f"ocr-{i + 1}", f"http://{s.host}:{port}")
+            for i, port in enumerate(ocr_replica_ports(s))]
     out["search"] = _http_service_status(s, "search", search_base_url(s))
 
     p = PipelineSettings(state_dir=s.state_dir)
@@ -662,6 +710,11 @@ def run_ingest(s: StackSettings, conf: dict[str, Any], timeout_s: float, echo: C
         client.close()
 
 
+def airflow_pid(s: StackSettings) -> int | None:
+    """Airflow's API: ``airflow standalone`` locally, ``airflow-api`` in the distributed stack."""
+    return part_pid(s, "airflow") or part_pid(s, "airflow-api")
+
+
 def require_running(s: StackSettings, part: str) -> None:
-    if not part_pid(s, part):
+    if not (airflow_pid(s) if part == "airflow" else part_pid(s, part)):
         raise StackNotRunning(f"{part} is not running under {s.state_dir}; start the stack with `kb up`")

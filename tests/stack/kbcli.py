@@ -30,6 +30,7 @@ def stack_env(state: Path, **extra: str) -> dict[str, str]:
         "KB_OCR_PORT": str(ocr),
         "KB_SEARCH_PORT": str(search),
         "KB_SCHEDULE": "",  # manual runs only, so the test decides when runs happen
+        "KB_WATCH_INBOX": "false",
         **extra,
     })
     return env
