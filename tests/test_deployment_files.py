@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,3 +66,125 @@ def test_the_search_service_reads_the_qdrant_server_and_has_its_own_key():
     env = search["environment"]
     assert env["KB_QDRANT_URL"] == "http://qdrant:6333" and env["KB_SEARCH_API_KEY"].startswith("${")
     assert "/ready" in " ".join(search["healthcheck"]["test"])
+
+
+AIRFLOW_SERVICES = ("airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
+                    "airflow-triggerer", "airflow-worker", "airflow-worker-gpu")
+LEDGER_INIT = REPO / "include" / "config" / "postgres-init" / "01-kb-ledger.sh"
+
+
+def test_the_ledger_has_its_own_database_and_role_apart_from_airflows():
+    services = compose()["services"]
+    postgres = services["postgres"]
+    assert "./include/config/postgres-init:/docker-entrypoint-initdb.d:ro" in postgres["volumes"]
+    assert postgres["environment"]["KB_LEDGER_DB_PASSWORD"] == "${KB_LEDGER_DB_PASSWORD:?set in .env}"
+    assert LEDGER_INIT.is_file() and LEDGER_INIT.stat().st_mode & 0o111  # the entrypoint runs executables
+    for name in AIRFLOW_SERVICES:
+        env = services[name]["environment"]
+        assert env["KB_LEDGER_URL"] == \
+            "postgresql+psycopg2://kb_ledger:${KB_LEDGER_DB_PASSWORD:?set in .env}@postgres/kb_ledger", name
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres/airflow"), name
+
+
+def test_sensing_is_event_driven_with_the_cron_schedule_as_reconciliation():
+    for name in AIRFLOW_SERVICES:
+        env = compose()["services"][name]["environment"]
+        assert env["KB_WATCH_INBOX"] == "true" and float(env["KB_WATCH_INTERVAL_S"]) > 0, name
+        assert env["KB_SCHEDULE"], name
+
+
+def _postgres_bin(name: str) -> str | None:
+    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), key=lambda p: int(p.parts[-3]))
+    return str(found[-1]) if found else shutil.which(name)
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+@pytest.fixture
+def scratch_postgres():
+    """A throwaway Postgres on a Unix socket only (no TCP port), with password auth, the way
+    the image's init phase sees it: superuser `airflow`, database `airflow`."""
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("Debian's postgresql package is not installed")
+    root = Path(tempfile.mkdtemp(prefix="kb-ledger-init-", dir="/tmp"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    (root / "pw").write_text("superuser-pw\n")
+    (root / "pw").chmod(0o644)
+    data = root / "data"
+    try:
+        subprocess.run(_as_postgres([initdb, "-D", str(data), "-U", "airflow", "--pwfile", str(root / "pw"),
+                                     "--auth=scram-sha-256", "--no-instructions"]),
+                       check=True, capture_output=True, timeout=120)
+        subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "-o",
+                                     f"-c listen_addresses='' -c unix_socket_directories={root}", "start"]),
+                       check=True, capture_output=True, timeout=90)
+        try:
+            subprocess.run(_as_postgres([_postgres_bin("createdb") or "createdb", "-h", str(root), "-U", "airflow",
+                                         "airflow"]),
+                           check=True, capture_output=True, timeout=30, env={**os.environ, "PGPASSWORD": "superuser-pw"})
+            yield root
+        finally:
+            subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
+                           capture_output=True, timeout=60)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _psql(socket_dir: Path, user: str, password: str, sql: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["psql", "-h", str(socket_dir), "-U", user, "-d", "kb_ledger", "-XAtq",
+                           "-v", "ON_ERROR_STOP=1", "-c", sql],
+                          capture_output=True, text=True, timeout=30, env={**os.environ, "PGPASSWORD": password})
+
+
+def test_the_ledger_init_script_makes_a_role_that_owns_its_database_and_reruns_as_a_rotation(scratch_postgres):
+    def init(password: str) -> None:
+        env = {**os.environ, "PGHOST": str(scratch_postgres), "PGPASSWORD": "superuser-pw",
+               "POSTGRES_USER": "airflow", "POSTGRES_DB": "airflow", "KB_LEDGER_DB_PASSWORD": password}
+        subprocess.run(["bash", str(LEDGER_INIT)], check=True, capture_output=True, env=env, timeout=60)
+
+    init("first-Pw_1'; DROP ROLE airflow; --")  # quoted by psql, never spliced into the SQL
+    made = _psql(scratch_postgres, "kb_ledger", "first-Pw_1'; DROP ROLE airflow; --",
+                 "CREATE TABLE probe (x int); SELECT current_user, pg_get_userbyid(datdba) "
+                 "FROM pg_database WHERE datname = current_database()")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.split() == ["kb_ledger|kb_ledger"]
+    assert _psql(scratch_postgres, "kb_ledger", "wrong", "SELECT 1").returncode != 0
+
+    init("second-pw")  # the role and database exist: only the password changes
+    assert _psql(scratch_postgres, "kb_ledger", "second-pw", "SELECT count(*) FROM probe").stdout.strip() == "0"
+    assert _psql(scratch_postgres, "kb_ledger", "first-Pw_1'; DROP ROLE airflow; --", "SELECT 1").returncode != 0
+
+
+def test_the_ledger_init_script_refuses_to_run_without_a_password():
+    env = {k: v for k, v in os.environ.items() if k != "KB_LEDGER_DB_PASSWORD"}
+    done = subprocess.run(["bash", str(LEDGER_INIT)], capture_output=True, text=True, env=env, timeout=30)
+    assert done.returncode != 0 and "KB_LEDGER_DB_PASSWORD" in done.stderr
+
+
+def _seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", duration)
+    assert parts and "".join(n + u for n, u in parts) == duration, duration
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def test_the_ocr_service_is_given_time_to_drain_before_it_is_killed():
+    prod = dict(line.split("=", 1) for line in (REPO / "include/config/prod.env").read_text().splitlines()
+                if line and not line.startswith("#"))
+    grace = _seconds(compose()["services"]["ocr-service"]["stop_grace_period"])
+    assert grace > float(prod["OCR_SERVICE_DRAIN_TIMEOUT_S"])
+
+
+def test_the_deployment_guide_is_linked_and_the_files_it_names_exist():
+    assert "docs/DEPLOY.md" in (REPO / "README.md").read_text()
+    guide = (REPO / "docs" / "DEPLOY.md").read_text()
+    named = set(re.findall(r"`((?:docs|include|tests|ocr_engine|plugins|dags)/[\w./-]+\.(?:md|json|py|sh|env|yml))`", guide))
+    assert len(named) >= 8
+    for path in named:
+        assert (REPO / path).is_file(), path
+    for image in {s["image"] for s in compose()["services"].values() if "image" in s}:
+        assert image in guide, f"docs/DEPLOY.md does not name the image {image}"
