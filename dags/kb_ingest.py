@@ -18,6 +18,9 @@ New and changed documents in the `inbox` bucket become searchable chunks in Qdra
    indexed without some pages (connections `kb_alerts_smtp`, `kb_alerts_webhook`); a task
    that fails for good alerts once as well.
 
+Runs on the cron `KB_SCHEDULE` and, with `KB_WATCH_INBOX=true`, also within seconds of a change
+in the inbox (the asset `s3://<inbox>`, whose watcher lists the bucket from the triggerer).
+
 Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
 (a backfill; page results are reused), and `quality` to override data-quality thresholds
 for this run.
@@ -32,7 +35,32 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 # Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
-SCHEDULE = os.environ.get("KB_SCHEDULE", "*/5 * * * *") or None
+
+
+def _schedule():
+    """``KB_SCHEDULE``'s cron (None when empty: manual runs only). With ``KB_WATCH_INBOX`` the
+    inbox bucket is an asset too, whose watcher (in the triggerer) starts a run within seconds
+    of a change; the cron stays as the reconciliation pass. Events that arrive while a run is
+    active become one queued run (max_active_runs=1)."""
+    from kb.settings import PipelineSettings, WatchSettings
+
+    pipeline, watch = PipelineSettings(), WatchSettings()
+    cron = pipeline.schedule or None
+    if not watch.inbox:
+        return cron
+    from airflow.sdk import Asset, AssetOrTimeSchedule, AssetWatcher, CronTriggerTimetable
+
+    from kb_airflow.triggers import InboxChangeTrigger
+
+    trigger = InboxChangeTrigger(pipeline.inbox_bucket, interval_s=watch.interval_s, max_delay_s=watch.max_delay_s)
+    inbox = Asset(uri=f"s3://{pipeline.inbox_bucket}",
+                  watchers=[AssetWatcher(name="kb_inbox_watcher", trigger=trigger)])
+    if cron is None:
+        return [inbox]
+    return AssetOrTimeSchedule(timetable=CronTriggerTimetable(cron, timezone="UTC"), assets=[inbox])
+
+
+SCHEDULE = _schedule()
 
 
 RETRY_DELAY_S = float(os.environ.get("KB_RETRY_DELAY_S", "15"))

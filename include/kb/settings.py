@@ -254,3 +254,19 @@ class SearchSettings(BaseSettings):
         if isinstance(value, str):
             return [k.strip() for k in value.split(",") if k.strip()]
         return value
+
+
+class WatchSettings(BaseSettings):
+    """Event-driven sensing (``KB_WATCH_*``): a watcher in the Airflow triggerer lists the inbox
+    bucket and starts ``kb_ingest`` within seconds of a change. The cron schedule
+    (``KB_SCHEDULE``) stays, as the reconciliation pass that catches whatever a watcher missed."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_WATCH_", extra="ignore")
+
+    # Off unless enabled, so that runs start only when asked (tests upload files and start
+    # runs by hand); a deployment turns it on with KB_WATCH_INBOX=true.
+    inbox: bool = False
+    interval_s: float = Field(5.0, gt=0, description="seconds between two listings of the inbox")
+    # A change fires once the listing has held still for one interval, so a burst of uploads
+    # is one event and one run; a listing that keeps changing fires after this long anyway.
+    max_delay_s: float = Field(60.0, gt=0)
