@@ -7,7 +7,6 @@ before any test module imports Airflow.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from kb.ports import free_ports, weed_port_set  # noqa: F401  (tests import them from here)
 
 REPO = Path(__file__).resolve().parents[1]
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kb-test-airflow-"))
@@ -31,35 +32,6 @@ for name in list(os.environ):  # a developer's own stack settings must not leak 
         del os.environ[name]
 
 
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
-
-
-def weed_port_set() -> dict[str, int]:
-    """Four base ports whose +10000 gRPC twins are free too."""
-    while True:
-        ports = free_ports(4)
-        if all(p + 10000 < 65536 for p in ports) and all(_free(p + 10000) for p in ports):
-            return dict(zip(("s3_port", "weed_master_port", "weed_volume_port", "weed_filer_port"), ports))
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 @pytest.fixture(scope="session")
