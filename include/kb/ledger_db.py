@@ -84,6 +84,7 @@ def _on_sqlite_connect(dbapi_conn, _record) -> None:
 
 _engines: dict[tuple[str, int], Engine] = {}
 _engines_lock = threading.Lock()
+_prepared: set[tuple[str, int]] = set()  # (url, pid) whose tables and migration were checked
 
 
 def engine_for(url: str) -> Engine:
@@ -142,7 +143,6 @@ class Ledger:
         self.url = url
         self.store = store
         self.artifacts_bucket = artifacts_bucket
-        self._ready = False
 
     @classmethod
     def for_settings(cls, settings, store: ObjectStore | None = None) -> "Ledger":
@@ -164,8 +164,9 @@ class Ledger:
                 yield conn
 
     def _prepare(self) -> None:
-        """Create the tables, then migrate the JSON ledger once per database."""
-        if self._ready:
+        """Create the tables, then migrate the JSON ledger once per database (checked once
+        per process and URL: a task's ledger calls are then one statement each)."""
+        if (self.url, os.getpid()) in _prepared:
             return
         if self.url.startswith("sqlite:///"):
             os.makedirs(os.path.dirname(os.path.abspath(self.url.removeprefix("sqlite:///"))), exist_ok=True)
@@ -174,7 +175,7 @@ class Ledger:
             migrated = conn.execute(select(meta_table.c.value).where(meta_table.c.name == JSON_MIGRATED)).scalar()
         if migrated is None:
             self._migrate_json()
-        self._ready = True
+        _prepared.add((self.url, os.getpid()))
 
     def _migrate_json(self) -> None:
         entries = list(self._json_entries())

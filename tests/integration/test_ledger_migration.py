@@ -9,6 +9,7 @@ import pytest
 
 from kb.artifacts import ArtifactKeys
 from kb.ledger import LedgerEntry, Status, doc_id_for
+from kb import ledger_db
 from kb.ledger_db import Ledger
 from kb.settings import PipelineSettings
 
@@ -43,6 +44,7 @@ def test_the_json_ledger_is_migrated_on_first_open_and_never_again(kb_env):
     ledger.put(newer)
     _json_entry(kb_env, "old-0.pdf", Status.INDEXED, 0)
     _json_entry(kb_env, "late.pdf", Status.INDEXED, 1)
+    ledger_db._prepared.clear()  # as a new process: the database's own record must stop a second import
     again = Ledger.for_settings(PipelineSettings(), kb_env["store"])
     assert again.get(old[0].doc_id).status == Status.FAILED
     assert again.get(doc_id_for(kb_env["inbox"], "late.pdf")) is None
