@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test chromium down status bench clean
+.PHONY: install demo test chromium distributed-packages down status bench clean
 
 $(BIN)/kb: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ demo: install
 
 # Every service the tests use is started by the tests themselves (on free loopback ports)
 # and stopped when they end.
-test: install chromium
+test: install chromium distributed-packages
 	$(BIN)/python -m pytest
 
 # The search page's browser test drives Debian's Chromium (Playwright cannot download one here).
@@ -30,6 +30,12 @@ chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq chromium >/dev/null; } || { echo "make test needs Debian's chromium package \
 		(apt-get install chromium, as root)" >&2; exit 1; }
+
+# The distributed stack (kb up --distributed, and its test) runs Debian's Postgres and Redis.
+distributed-packages:
+	@{ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && command -v redis-server >/dev/null; } || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null; } || \
+		{ echo "make test needs Debian's postgresql and redis-server packages (apt-get install, as root)" >&2; exit 1; }
 
 down:
 	$(BIN)/kb down

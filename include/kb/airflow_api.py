@@ -81,6 +81,12 @@ class AirflowClient:
         body = {"logical_date": None, "conf": conf or {}}
         return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body)["dag_run_id"]
 
+    def dag_runs(self, dag_id: str, limit: int = 100) -> list[dict[str, Any]]:
+        """The DAG's runs, newest first (run_id, run_type, state, ...)."""
+        data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns",
+                             params={"limit": limit, "order_by": "-run_after"})
+        return data["dag_runs"]
+
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         """The run's task instances as the REST API gives them (task_id, map_index, state, try_number, ...)."""
         data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})

@@ -158,6 +158,15 @@ class StackSettings(BaseSettings):
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 20.0
 
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> "StackSettings":
+        """The settings another process would read from ``env`` (a stack started elsewhere)."""
+        import os
+        from unittest import mock
+
+        with mock.patch.dict(os.environ, {k: v for k, v in env.items() if k.startswith("KB_")}, clear=True):
+            return cls()
+
 
 class QualitySettings(BaseSettings):
     """Data-quality thresholds (``KB_QUALITY_*``); a run may override any of them through
