@@ -249,6 +249,39 @@ def cmd_bench_soak(args: argparse.Namespace) -> int:
     return 0 if not result["error_count"] else 1
 
 
+def cmd_bench_latency(args: argparse.Namespace) -> int:
+    from kb.bench_latency import bench_latency
+
+    _client_env()
+    result = bench_latency(documents=args.documents, timeout_s=args.timeout,
+                           echo=(lambda _l: None) if args.json else print)
+    print(json.dumps(result) if args.json else
+          f"landing to searchable over {result['documents']} documents: p50 {result['p50_s']}s, max {result['max_s']}s")
+    return 0
+
+
+def cmd_bench_sense(args: argparse.Namespace) -> int:
+    from kb.bench_sense import bench_sense
+
+    result = bench_sense(objects=args.objects, ledger_url=args.ledger_url, echo=(lambda _l: None) if args.json else print)
+    print(json.dumps(result) if args.json else
+          f"sense over {result['objects']:,} objects / {result['ledger_rows']:,} ledger rows: {result['sense_s']}s, "
+          f"{result['s3_list_calls']} list calls, {result['s3_other_requests']} other S3 requests, "
+          f"{result['sql_selects']} SQL select(s) ({result['sql_statements']})")
+    return 0
+
+
+def cmd_bench_throughput(args: argparse.Namespace) -> int:
+    from kb.bench_throughput import bench_throughput
+
+    result = bench_throughput(documents=args.documents, pages=args.pages, timeout_s=args.timeout,
+                              echo=(lambda _l: None) if args.json else print)
+    print(json.dumps(result) if args.json else
+          f"{result['pages']} born-digital pages: 1 worker {result['workers_1_pages_per_s']} pages/s, "
+          f"2 workers {result['workers_2_pages_per_s']} pages/s ({result['speedup']}x)")
+    return 0
+
+
 def cmd_bench_corpus(args: argparse.Namespace) -> int:
     from kb.bench_corpus import bench_corpus
 
@@ -354,6 +387,26 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--interval", type=float, default=5.0, help="seconds between uploads")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench_soak)
+    b = bench.add_parser("latency", help="seconds from an upload to its first search hit, with no trigger "
+                                         "(the inbox watcher); one document at a time")
+    b.add_argument("--documents", type=int, default=10)
+    b.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one document")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_latency)
+    b = bench.add_parser("sense", help="sense over N tiny objects with N ledger rows, on an S3 server of its own: "
+                                       "seconds, S3 requests by kind, SQL statements")
+    b.add_argument("--objects", type=int, default=20_000)
+    b.add_argument("--ledger-url", default=None, help="a SQLAlchemy URL (e.g. the distributed stack's Postgres); "
+                                                      "default: SQLite in a temporary folder")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_sense)
+    b = bench.add_parser("throughput", help="the same born-digital pages through the distributed stack with 1 "
+                                            "and with 2 Celery workers (starts and stops each stack itself)")
+    b.add_argument("--documents", type=int, default=10)
+    b.add_argument("--pages", type=int, default=20, help="pages per document")
+    b.add_argument("--timeout", type=float, default=1800.0)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_throughput)
     return parser
 
 

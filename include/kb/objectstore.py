@@ -97,9 +97,12 @@ class ObjectStore:
         *,
         secure: bool = False,
         region: str | None = None,
+        http_client: Any = None,
     ) -> "ObjectStore":
+        """``http_client``: a urllib3 ``PoolManager`` of the caller's (a benchmark counts requests)."""
         endpoint = endpoint.removeprefix("http://").removeprefix("https://").rstrip("/")
-        return cls(Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region))
+        return cls(Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, region=region,
+                         http_client=http_client))
 
     # --- buckets ------------------------------------------------------------------
 
