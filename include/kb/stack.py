@@ -304,7 +304,7 @@ def restart_scheduler(s: StackSettings, timeout_s: float = 120.0) -> int:
         _pid_file(s, "scheduler").unlink()
     secrets_ = read_env_file(secrets_path(s.state_dir))
     env = airflow_env(s, secrets_)
-    return _start(s, "scheduler", [str(Path(sys.executable).parent / "airflow"), "scheduler"], env,
+    return _start(s, "scheduler", airflow_command("scheduler"), env,
                   Path(env["AIRFLOW_HOME"]))
 
 
@@ -558,26 +558,39 @@ def airflow_base_url(s: StackSettings) -> str:
     return f"http://{s.host}:{s.airflow_port}"
 
 
+def airflow_command(*args: str) -> list[str]:
+    return [str(Path(sys.executable).parent / "airflow"), *args]
+
+
+def prepare_airflow(s: StackSettings, env: dict[str, str], secrets_: dict[str, str], pool_slots: int,
+                    timeout_s: float) -> Path:
+    """Airflow's home, its login, its metadata database migrated and the ``gpu_ocr`` pool
+    set, before any part starts (the local and the distributed stack alike); the home."""
+    home = Path(env["AIRFLOW_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    _write_private(home / "passwords.json", json.dumps({s.airflow_user: secrets_["KB_AIRFLOW_PASSWORD"]}))
+    for args in (["db", "migrate"], ["pools", "set", "gpu_ocr", str(pool_slots), "OCR page ranges on the GPU pool"]):
+        done = subprocess.run(airflow_command(*args), env=env, capture_output=True, text=True, timeout=timeout_s)
+        if done.returncode != 0:
+            raise ServiceDidNotStart(f"`airflow {' '.join(args[:2])}` failed:\n{done.stderr[-2000:]}")
+    return home
+
+
+def airflow_healthy(s: StackSettings) -> bool:
+    """The API answers and reports the scheduler, DAG processor and triggerer healthy."""
+    health = httpx.get(f"{airflow_base_url(s)}/api/v2/monitor/health", timeout=5).json()
+    return all(health.get(part, {}).get("status") == "healthy" for part in ("scheduler", "dag_processor", "triggerer"))
+
+
 def start_airflow(s: StackSettings, secrets_: dict[str, str]) -> None:
     if part_pid(s, "airflow"):
         return
     check_ports_free(s.host, airflow_ports(s))
     env = airflow_env(s, secrets_)
-    home = Path(env["AIRFLOW_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
-    _write_private(home / "passwords.json", json.dumps({s.airflow_user: secrets_["KB_AIRFLOW_PASSWORD"]}))
-    airflow = str(Path(sys.executable).parent / "airflow")
-    for args in (["db", "migrate"], ["pools", "set", "gpu_ocr", str(s.gpu_ocr_pool_slots), "OCR page ranges on the GPU pool"]):
-        done = subprocess.run([airflow, *args], env=env, capture_output=True, text=True, timeout=s.start_timeout_s)
-        if done.returncode != 0:
-            raise ServiceDidNotStart(f"`airflow {' '.join(args[:2])}` failed:\n{done.stderr[-2000:]}")
-    pid = _start(s, "airflow", [airflow, "standalone"], env, home)
-
-    def ready() -> bool:
-        health = httpx.get(f"{airflow_base_url(s)}/api/v2/monitor/health", timeout=5).json()
-        return all(health.get(part, {}).get("status") == "healthy" for part in ("scheduler", "dag_processor", "triggerer"))
-
-    _wait_until(s, "airflow", pid, ready, f"API, scheduler and DAG processor healthy on {airflow_base_url(s)}")
+    home = prepare_airflow(s, env, secrets_, s.gpu_ocr_pool_slots, s.start_timeout_s)
+    pid = _start(s, "airflow", airflow_command("standalone"), env, home)
+    _wait_until(s, "airflow", pid, lambda: airflow_healthy(s),
+                f"API, scheduler and DAG processor healthy on {airflow_base_url(s)}")
 
 
 def stop_airflow(s: StackSettings) -> bool:

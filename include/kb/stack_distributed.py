@@ -18,17 +18,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable
-
-import httpx
 
 from kb.errors import ServiceDidNotStart
 from kb.settings import StackSettings
 from kb.stack import (
-    _alive, _start, _tail, _wait_until, _write_private, airflow_base_url, airflow_env, check_ports_free, part_pid,
-    stop_part,
+    _alive, _start, _tail, _wait_until, _write_private, airflow_base_url, airflow_command, airflow_env, airflow_healthy,
+    check_ports_free, part_pid, prepare_airflow, stop_part,
 )
 
 POSTGRES_DB_USER = "airflow"
@@ -192,10 +189,6 @@ def celery_env(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _airflow(*args: str) -> list[str]:
-    return [str(Path(sys.executable).parent / "airflow"), *args]
-
-
 def start_airflow_celery(s: StackSettings, secrets_: dict[str, str], workers: int = 2,
                          echo: Callable[[str], None] = print) -> None:
     if part_pid(s, "airflow-scheduler"):
@@ -203,29 +196,20 @@ def start_airflow_celery(s: StackSettings, secrets_: dict[str, str], workers: in
     check_ports_free(s.host, {"Airflow API": s.airflow_port, "Airflow triggerer logs": s.airflow_trigger_log_port,
                               **{f"worker {i} logs": p for i, p in enumerate(worker_log_ports(s, workers))}})
     env = celery_env(s, secrets_)
-    home = Path(env["AIRFLOW_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
-    _write_private(home / "passwords.json", json.dumps({s.airflow_user: secrets_["KB_AIRFLOW_PASSWORD"]}))
-    slots = sum(s.ocr_replica_concurrency for _ in ocr_replica_ports(s))
-    for args in (["db", "migrate"], ["pools", "set", "gpu_ocr", str(slots), "OCR page ranges: the replicas' concurrency"]):
-        done = subprocess.run(_airflow(*args), env=env, capture_output=True, text=True, timeout=s.start_timeout_s * 2)
-        if done.returncode != 0:
-            raise ServiceDidNotStart(f"`airflow {' '.join(args[:2])}` failed:\n{done.stderr[-2000:]}")
+    # the pool: the replicas' combined concurrency; migrating a new Postgres takes longer than SQLite
+    slots = s.ocr_replica_concurrency * len(ocr_replica_ports(s))
+    home = prepare_airflow(s, env, secrets_, slots, s.start_timeout_s * 2)
     commands = {"airflow-api": ["api-server"], "airflow-scheduler": ["scheduler"],
                 "airflow-dag-processor": ["dag-processor"], "airflow-triggerer": ["triggerer"]}
-    pids = {part: _start(s, part, _airflow(*cmd), env, home) for part, cmd in commands.items()}
+    pids = {part: _start(s, part, airflow_command(*cmd), env, home) for part, cmd in commands.items()}
     for (part, queues), log_port in zip(WORKER_QUEUES[workers].items(), worker_log_ports(s, workers)):
         worker_env = {**env, "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(log_port)}
-        pids[part] = _start(s, part, _airflow("celery", "worker", "--queues", queues, "--concurrency",
+        pids[part] = _start(s, part, airflow_command("celery", "worker", "--queues", queues, "--concurrency",
                                               str(s.celery_worker_concurrency), "--celery-hostname", f"{part}@%h"),
                             worker_env, home)
 
-    def healthy() -> bool:
-        health = httpx.get(f"{airflow_base_url(s)}/api/v2/monitor/health", timeout=5).json()
-        return all(health.get(p, {}).get("status") == "healthy" for p in ("scheduler", "dag_processor", "triggerer"))
-
     echo("waiting for the API server, scheduler, DAG processor and triggerer ...")
-    _wait_until(s, "airflow-api", pids["airflow-api"], healthy, f"scheduler, DAG processor, triggerer healthy on "
+    _wait_until(s, "airflow-api", pids["airflow-api"], lambda: airflow_healthy(s), f"scheduler, DAG processor, triggerer healthy on "
                                                                   f"{airflow_base_url(s)}")
     for part in WORKER_QUEUES[workers]:
         log = s.state_dir / "logs" / f"{part}.log"
@@ -251,5 +235,5 @@ def stop_distributed(s: StackSettings) -> dict[str, bool]:
 
 def distributed_status(s: StackSettings) -> dict[str, Any]:
     parts = ("postgres", "redis", *AIRFLOW_PARTS, *ALL_WORKER_PARTS)
-    return {part: {"running": bool(pid := part_pid(s, part)), "pid": pid} for part in parts if part_pid(s, part)
-            or (s.state_dir / "run" / f"{part}.json").exists()}
+    return {part: {"running": bool(pid), "pid": pid} for part in parts
+            if (pid := part_pid(s, part)) or (s.state_dir / "run" / f"{part}.json").exists()}
