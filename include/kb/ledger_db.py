@@ -271,14 +271,14 @@ class Ledger:
             finally:
                 sense.drop(conn)
         entries: dict[str, LedgerEntry] = {}
-        candidates: list[ObjectInfo] = []
+        candidate_ids: list[str] = []
         for listed_id, data in result:
             if data is not None:
                 entry = _entry(data)
                 entries[entry.doc_id] = entry
             if listed_id is not None:
-                candidates.append(listed[listed_id])
-        work = pending_work(bucket, candidates, entries, max_attempts, index_signature, at)
-        considered = {doc_id_for(o.bucket, o.key) for o in candidates}
+                candidate_ids.append(listed_id)
+        work = pending_work(bucket, [listed[d] for d in candidate_ids], entries, max_attempts, index_signature, at)
+        considered = set(candidate_ids)
         work.unchanged.extend(o for d, o in listed.items() if d not in considered)
         return work
