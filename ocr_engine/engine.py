@@ -6,12 +6,18 @@
 ``backend`` is ``auto`` (text layer where usable, else the configured OCR backend:
 ``unlimited`` when weights are configured, else ``ppocr``), ``unlimited``, ``ppocr`` or
 ``textlayer``. Pages are rendered one at a time within a pixel budget.
+
+Several threads may call the engine at once (the OCR service runs one per admitted
+request): everything MuPDF does is serialised by one lock, since MuPDF is not
+thread-safe, and only decoding runs outside it, where the unlimited backend's batcher
+decodes the calls that meet there as one batch.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,7 @@ class OcrEngine:
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.settings = settings or EngineSettings()
         self._local = threading.local()  # the cancel flag of the call running on this thread
+        self._mupdf = threading.Lock()
         self.clock = PageClock(self.settings.seconds_per_page_prior)
 
     # --- backends (loaded on first use) ---------------------------------------------
@@ -81,13 +88,20 @@ class OcrEngine:
 
     def parse_pdf(self, source: bytes | str | Path, first: int = 1, last: int | None = None,
                   backend: str = "auto", *, max_pages: int | None = None,
-                  cancel: threading.Event | None = None) -> list[PageResult]:
+                  cancel: threading.Event | None = None, on_start=None) -> list[PageResult]:
         """``cancel``, once set, stops the work at the next page (or generated token) with
-        ``Cancelled``: a caller that timed out does not leave the engine busy."""
+        ``Cancelled``: a caller that timed out does not leave the engine busy. ``on_start``
+        is called once the engine is this call's (waiting for another call is not its cost)."""
         self._local.cancel = cancel
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; one of {', '.join(BACKENDS)}")
         data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source
+        with self._mupdf:
+            if on_start is not None:
+                on_start()
+            return self._parse_pdf(data, first, last, backend, max_pages)
+
+    def _parse_pdf(self, data: bytes, first: int, last: int | None, backend: str, max_pages: int | None):
         doc = open_pdf(data)
         try:
             last = doc.page_count if last is None else last
@@ -158,6 +172,7 @@ class OcrEngine:
             images.append(Image.fromarray(rendered.image))
             rect = doc.load_page(rendered.page - 1).rect
             sizes.append((rect.width, rect.height))
+        self._mupdf.release()  # decoding does not touch MuPDF: other calls render meanwhile
         try:
             return self.unlimited.parse(images, pages, sizes, cancel=getattr(self._local, "cancel", None))
         except Cancelled:
@@ -165,6 +180,42 @@ class OcrEngine:
         except Exception as exc:  # one failed call fails its pages, not the document
             return [PageResult(page=n, markdown="", backend="unlimited", status=FAILED, reason=f"{type(exc).__name__}: {exc}")
                     for n in pages]
+        finally:
+            self._mupdf.acquire()
+
+    # --- for admission: what a call will hold, and the decoder's batching ------------------
+
+    def ocr_pages(self, source: bytes, first: int = 1, last: int | None = None, backend: str = "auto") -> int:
+        """How many pages of the range the OCR backend will read (the rest use their text
+        layer); a bad document or range raises the same typed error ``parse_pdf`` would."""
+        if backend == "textlayer":
+            return 0
+        with self._mupdf:
+            doc = open_pdf(source)
+            try:
+                last = doc.page_count if last is None else last
+                check_range(doc, first, last)
+                pages = list(range(first, last + 1))
+                if backend != "auto":
+                    return len(pages)
+                return sum(1 for r in route(doc, pages, self.settings.min_text_chars).values() if r == OCR)
+            finally:
+                close_pdf(doc)
+
+    def kv_bytes(self, ocr_pages: int, backend: str = "auto") -> int:
+        """The KV cache the largest generate call of ``ocr_pages`` pages holds (the unlimited
+        backend cuts a request into calls of at most ``max_pages_per_call``); 0 elsewhere."""
+        reader = self.ocr_backend_name() if backend in ("auto", "textlayer") else backend
+        if ocr_pages == 0 or reader != "unlimited":
+            return 0
+        backend = self.unlimited
+        return backend.bound.bytes(min(ocr_pages, max(1, backend.budget().max_pages())))
+
+    def expecting(self):
+        """Around one caller's engine work, so the decoder waits for its ranges to batch them."""
+        if "unlimited" in self.__dict__:
+            return self.unlimited.batcher.expecting()
+        return nullcontext()
 
     def _check_cancel(self) -> None:
         cancel = getattr(self._local, "cancel", None)

@@ -38,7 +38,14 @@ class PageResult:
     weights_digest: str | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # what a caller waited for this page (rendering and queueing included)
+    # Cost accounting (the unlimited backend): the page's share of the decoder's device time
+    # (its generate call's time over the rows decoded with it, over the call's pages), and
+    # the KV cache of the sequence it was decoded in, per sequence (peak and mean over steps).
+    device_seconds: float | None = None
+    kv_peak_bytes: int | None = None
+    kv_mean_bytes: int | None = None
+    batch_size: int | None = None  # sequences decoded together with this page's
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

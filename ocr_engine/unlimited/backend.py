@@ -4,11 +4,14 @@ A range is parsed in multi-page base mode ("Multi page parsing.", no repeated
 35-gram within the last 1024 tokens); a single page uses "document parsing." with a
 128-token window, as the model's authors run it. The decoder's cache is the model's
 own R-SWA cache (static by default), metered at every step.
+
+Ranges are decoded by one ``DecodeBatcher`` thread: calls from several request threads
+that arrive together decode as one batch (``batching.py``); each page's result carries
+its share of the device time and its sequence's KV cache, for cost accounting.
 """
 
 from __future__ import annotations
 
-import copy
 import time
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +21,9 @@ from ocr_engine.schema import EMPTY, OK, REPEATED, TRUNCATED, PageResult, count_
 from ocr_engine.settings import EngineSettings
 from ocr_engine.unlimited import manifest
 from ocr_engine.unlimited.budget import MULTI_PAGE_PROMPT, TokenBudget, budget_for
-from ocr_engine.unlimited.cache import CacheMeter, build_cache
+from ocr_engine.unlimited.batching import DecodeBatcher, DecodeConfig, Sequence
+from ocr_engine.unlimited.cache import bytes_per_token
+from ocr_engine.unlimited.kv_budget import SequenceBound, device_capacity
 from ocr_engine.unlimited.output import distinct_ratio, parse_blocks, split_pages, to_markdown
 
 NAME = "unlimited"
@@ -47,7 +52,11 @@ class UnlimitedBackend:
         self.model = UnlimitedOcrForConditionalGeneration.from_pretrained(
             self.model_dir, dtype=self.dtype, local_files_only=True
         ).to(device).eval()
-        self.last_meter: CacheMeter | None = None
+        tokenizer = self.processor.tokenizer
+        self.batcher = DecodeBatcher(
+            self.model, DecodeConfig(self.settings.cache, self.settings.multi_page_ngram, tokenizer.eos_token_id,
+                                     tokenizer.pad_token_id),
+            max_batch=self.settings.max_batch, gather_s=self.settings.batch_gather_s)
 
     # --- planning ---------------------------------------------------------------------
 
@@ -64,54 +73,61 @@ class UnlimitedBackend:
     def visual_tokens_per_page(self) -> int:
         return self._budget.visual_tokens_per_page
 
-    # --- one range ----------------------------------------------------------------------
+    @cached_property
+    def bound(self) -> SequenceBound:
+        """The KV cache one range of p pages holds: (prompt + p x visual + window) x bytes per token."""
+        text = self.model.config.get_text_config()
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        per_token = bytes_per_token(text.num_hidden_layers, text.num_key_value_heads, head_dim, self.dtype)
+        return SequenceBound(per_token, text.sliding_window, self._prompt_tokens(), self.visual_tokens_per_page)
 
-    def parse(self, images: list, page_numbers: list[int], page_sizes: list[tuple[float, float]],
-              cancel=None) -> list[PageResult]:
-        """``images``: PIL images in page order; sizes in PDF points for block boxes."""
-        import torch
+    def _prompt_tokens(self) -> int:
+        # Measured on a one-page request of each prompt: what the chat template adds around
+        # the image tokens, exactly (the planner's budget only estimates it).
+        from PIL import Image
 
-        started = time.perf_counter()
-        n = len(images)
-        single = n == 1
-        prompt = SINGLE_PAGE_PROMPT if single else MULTI_PAGE_PROMPT
-        window = self.settings.single_page_ngram_window if single else self.settings.multi_page_ngram_window
+        blank = Image.new("RGB", (64, 64), "white")
+        lengths = [self._inputs([blank], prompt)["input_ids"].shape[1] for prompt in (SINGLE_PAGE_PROMPT, MULTI_PAGE_PROMPT)]
+        return max(lengths) - self.visual_tokens_per_page
+
+    @cached_property
+    def kv_capacity(self) -> int:
+        """Bytes of KV cache the device gives all admitted sequences (see kv_budget.py)."""
+        s = self.settings
+        capacity, _ = device_capacity(self.model, self.bound, longest_pages=max(1, self._budget.max_pages()),
+                                      max_batch=s.max_batch, configured_bytes=s.kv_budget_bytes,
+                                      cpu_default_bytes=s.cpu_kv_budget_bytes)
+        return capacity
+
+    def _inputs(self, images: list, prompt: str):
         messages = [{"role": "user", "content": [{"type": "image", "image": im} for im in images]
                      + [{"type": "text", "text": prompt}]}]
         inputs = self.processor.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt",
             processor_kwargs={"crop_to_patches": False},
-        ).to(self.device)
+        )
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+        return inputs
+
+    # --- one range ----------------------------------------------------------------------
+
+    def parse(self, images: list, page_numbers: list[int], page_sizes: list[tuple[float, float]],
+              cancel=None) -> list[PageResult]:
+        """``images``: PIL images in page order; sizes in PDF points for block boxes."""
+        started = time.perf_counter()
+        n = len(images)
+        single = n == 1
+        prompt = SINGLE_PAGE_PROMPT if single else MULTI_PAGE_PROMPT
+        window = self.settings.single_page_ngram_window if single else self.settings.multi_page_ngram_window
+        inputs = self._inputs(images, prompt)
         prompt_len = inputs["input_ids"].shape[1]
         max_new = min(n * self.settings.max_new_tokens_per_page,
                       self.model.config.text_config.max_position_embeddings - prompt_len)
-        cache = build_cache(self.model.config.get_text_config(), self.settings.cache, prompt_len + max_new)
-        meter = CacheMeter(cache)
-        self.last_meter = meter
-
-        from transformers import StoppingCriteria, StoppingCriteriaList
-
-        class _Meter(StoppingCriteria):
-            def __call__(self, input_ids, scores, **kwargs):
-                meter.observe()
-                stop = cancel is not None and cancel.is_set()  # an abandoned request stops at the next token
-                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
-
-        config = copy.deepcopy(self.model.generation_config)
-        config.do_sample = False
-        config.max_new_tokens = max_new
-        config.no_repeat_ngram_size = self.settings.multi_page_ngram
-        # Read by the model's generation mixin: the n-gram ban looks back this many tokens only.
-        config.no_repeat_ngram_window_size = window
-        with torch.inference_mode():
-            out = self.model.generate(
-                **inputs, cache=cache, generation_config=config, stopping_criteria=StoppingCriteriaList([_Meter()]),
-            )
+        decoded = self.batcher.submit(Sequence(dict(inputs), max_new, window, cancel))
         if cancel is not None and cancel.is_set():
             raise Cancelled("the request was abandoned; generation stopped")
-        generated = out[0, prompt_len:].tolist()
+        generated = decoded.tokens
         tokenizer = self.processor.tokenizer
         ended = bool(generated) and generated[-1] == tokenizer.eos_token_id
         body = [t for t in generated if t not in (tokenizer.eos_token_id, tokenizer.pad_token_id)]
@@ -141,5 +157,7 @@ class UnlimitedBackend:
                 page=number, markdown=markdown, blocks=blocks, backend=NAME, status=status, reason=reason,
                 chars=count_chars(markdown), model_version=self.model_version, weights_digest=self.weights_digest,
                 tokens_in=self.visual_tokens_per_page, tokens_out=len(page_tokens), seconds=seconds,
+                device_seconds=round(decoded.device_seconds / n, 4), kv_peak_bytes=decoded.kv_peak_bytes,
+                kv_mean_bytes=decoded.kv_mean_bytes, batch_size=decoded.batch_size,
             ))
         return results

@@ -8,8 +8,6 @@ place; the dynamic one re-concatenates the prefix at every step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
 
@@ -31,22 +29,6 @@ def cache_bytes(cache) -> int:
 def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
     """Keys and values of one token across all layers: 12 x 10 x 128 x 2 x 2 B = 61,440 B in bf16."""
     return num_layers * num_kv_heads * head_dim * 2 * torch.tensor([], dtype=dtype).element_size()
-
-
-@dataclass
-class CacheMeter:
-    """Follows a cache through generation; ``observe`` is called once per decoding step."""
-
-    cache: object
-    current: int = 0
-    peak: int = 0
-    samples: list[int] = field(default_factory=list)
-
-    def observe(self) -> int:
-        self.current = cache_bytes(self.cache)
-        self.peak = max(self.peak, self.current)
-        self.samples.append(self.current)
-        return self.current
 
 
 def build_cache(text_config, kind: str, max_cache_len: int):

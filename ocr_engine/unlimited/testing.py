@@ -57,8 +57,13 @@ def tiny_config(vocab_size: int, *, sliding_window: int = 16, text_layers: int =
     )
 
 
-def build_tiny_model(folder: Path, *, sliding_window: int = 16, seed: int = 0) -> Path:
-    """Save a tiny model, processor and manifest under ``folder``; returns the folder."""
+def build_tiny_model(folder: Path, *, sliding_window: int = 16, seed: int = 0, never_ends: bool = False) -> Path:
+    """Save a tiny model, processor and manifest under ``folder``; returns the folder.
+
+    ``never_ends``: the end token's output row is zero, so its logit is 0 while some of the
+    other random logits are positive at every step: greedy decoding then always runs to
+    its token limit, which makes a call's length something a test can choose.
+    """
     import torch
     from transformers import UnlimitedOcrForConditionalGeneration, UnlimitedOcrProcessor
     from transformers.models.unlimited_ocr.image_processing_unlimited_ocr import UnlimitedOcrImageProcessor
@@ -72,10 +77,13 @@ def build_tiny_model(folder: Path, *, sliding_window: int = 16, seed: int = 0) -
     config = tiny_config(len(tokenizer), sliding_window=sliding_window,
                          image_token_id=tokenizer.convert_tokens_to_ids("<image>"))
     model = UnlimitedOcrForConditionalGeneration(config).eval()
+    if never_ends:
+        with torch.no_grad():
+            model.get_output_embeddings().weight[tokenizer.eos_token_id].zero_()
     model.save_pretrained(folder)
     image_processor = UnlimitedOcrImageProcessor(size={"height": 256, "width": 256}, tile_size=256,
                                                  crop_to_patches=False)
     processor = UnlimitedOcrProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
     processor.save_pretrained(folder)
-    write_manifest(folder, model_version=f"tiny-random-unlimited-ocr-seed{seed}")
+    write_manifest(folder, model_version=f"tiny-random-unlimited-ocr-seed{seed}" + ("-never-ends" if never_ends else ""))
     return folder
