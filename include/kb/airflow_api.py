@@ -65,6 +65,25 @@ class AirflowClient:
             raise AirflowApiError(f"{method} {path} answered HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.json()
 
+    def pool(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._request("GET", f"/api/v2/pools/{name}")
+        except AirflowApiError as exc:
+            if "HTTP 404" in str(exc):
+                return None
+            raise
+
+    def set_pool(self, name: str, slots: int, description: str) -> None:
+        """Create the pool or change its slots; its other settings stay as they were."""
+        current = self.pool(name)
+        if current is None:
+            self._request("POST", "/api/v2/pools", json={"name": name, "slots": slots, "description": description})
+            return
+        # Airflow 3.3 wants the whole pool in a PATCH, even with an update mask (apache/airflow#73768)
+        body = {"name": name, "slots": slots, "description": current.get("description") or description,
+                "include_deferred": bool(current.get("include_deferred"))}
+        self._request("PATCH", f"/api/v2/pools/{name}", json=body)
+
     def wait_for_dag(self, dag_id: str, timeout_s: float = 120.0) -> None:
         """The DAG processor must have parsed the DAG before it can be triggered."""
         deadline = time.monotonic() + timeout_s

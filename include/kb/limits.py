@@ -8,7 +8,7 @@ copy of their numbers.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 TEXTLAYER = "textlayer"
@@ -25,6 +25,7 @@ class RangeLimits:
     timeout_s: float | None = None  # the engine's time on one request
     queue_timeout_s: float | None = None  # the longest a request waits for the engine
     max_pages_per_call: int | None = None  # the engine's token budget (unlimited backend)
+    max_pages_kv: int | None = None  # the largest range the service's KV budget admits
 
     @classmethod
     def from_engine_dict(cls, engine: dict[str, Any], source: str, request: dict[str, Any] | None = None) -> "RangeLimits":
@@ -43,7 +44,9 @@ class RangeLimits:
     @classmethod
     def from_service(cls, body: dict[str, Any], source: str) -> "RangeLimits":
         """From the body of the OCR service's ``GET /v1/limits``."""
-        return cls.from_engine_dict(body["engine"], source, body["request"])
+        limits = cls.from_engine_dict(body["engine"], source, body["request"])
+        kv = body.get("kv") or {}
+        return replace(limits, max_pages_kv=kv.get("max_pages"))
 
     @classmethod
     def from_engine(cls, engine) -> "RangeLimits":

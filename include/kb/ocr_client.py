@@ -75,8 +75,11 @@ class OcrClient:
 
     def limits(self) -> RangeLimits:
         """The service's published limits (``GET /v1/limits``), with the same retries as parse."""
-        body = self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
-        return RangeLimits.from_service(body, self.base_url)
+        return RangeLimits.from_service(self.published_limits(), self.base_url)
+
+    def published_limits(self) -> dict[str, Any]:
+        """The body of ``GET /v1/limits`` as the service wrote it."""
+        return self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
 
     def parse(self, data: bytes, first: int, last: int, backend: str = "auto",
               read_timeout_s: float | None = None) -> list[dict[str, Any]]:

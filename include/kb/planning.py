@@ -43,7 +43,8 @@ class RangeCaps:
 
         return cls(
             text_pages=least(settings.max_textlayer_pages_per_range, limits.max_pages),
-            ocr_pages=least(settings.max_pages_per_range, limits.max_pages, limits.max_pages_per_call),
+            ocr_pages=least(settings.max_pages_per_range, limits.max_pages, limits.max_pages_per_call,
+                            limits.max_pages_kv),
             seconds=limits.timeout_s * settings.range_time_share if limits.timeout_s else None,
             text_seconds=limits.text_seconds_per_page,
             scanned_seconds=limits.scanned_seconds_per_page,

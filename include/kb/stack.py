@@ -702,6 +702,19 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
     return out
 
 
+def ocr_replica_urls(s: StackSettings) -> list[str]:
+    """The OCR services the running stack's Airflow sends ranges to (all replicas when distributed)."""
+    from kb.stack_distributed import ocr_replica_ports
+
+    if part_pid(s, "postgres"):
+        return [f"http://{s.host}:{port}" for port in ocr_replica_ports(s)]
+    return [ocr_base_url(s)]
+
+
+def ocr_api_key(s: StackSettings) -> str | None:
+    return read_env_file(secrets_path(s.state_dir)).get("KB_OCR_API_KEY")
+
+
 def airflow_client(s: StackSettings):
     """A REST client of the running stack's Airflow, logged in with the stack's password."""
     from kb.airflow_api import AirflowClient

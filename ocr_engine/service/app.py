@@ -1,16 +1,19 @@
 """The OCR service: ``POST /v1/parse``, ``GET /v1/limits``, ``GET /health``, ``GET /ready``,
 ``GET /metrics``.
 
-Admission: at most ``max_concurrency`` requests hold an engine slot and at most
-``max_queue`` wait for one; the next is answered 429 with Retry-After at once. A request
+Admission: on the ``unlimited`` backend a request first reserves the KV cache its
+ranges will hold (``admission.py``: 413 if it never could fit, a wait in order if it
+does not fit yet). Then at most ``max_concurrency`` requests hold an engine slot and at
+most ``max_queue`` wait for one; the next is answered 429 with Retry-After at once. A request
 that waits longer than ``queue_timeout_s`` for the engine is answered 429 too: the wait
 says nothing about the range. Once the engine starts on it, a request past
 ``request_timeout_s`` is answered 504 (the range is too slow: a client splits it) and
 its work is told to stop at the next page or token; its slot stays held until the work
-has really stopped, so abandoned work never runs beside admitted work. Engine calls run
-one at a time per process, on one thread (MuPDF is not thread-safe); scale out with
-replicas. ``GET /v1/limits`` publishes the request limits and the engine's token budget
-and measured seconds per page: the one source clients plan page ranges from.
+has really stopped, so abandoned work never runs beside admitted work. Each slot has
+an engine thread; the engine serialises MuPDF and its decoder batches the ranges of
+the admitted requests (a slot waiting for MuPDF is still waiting, not working).
+``GET /v1/limits`` publishes the request limits, the engine's token budget and
+measured seconds per page, and the KV budget: the one source clients plan from.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ocr_engine import errors as engine_errors
 from ocr_engine.engine import BACKENDS, OcrEngine
 from ocr_engine.service import errors as E
+from ocr_engine.service.admission import KvAdmission
 from ocr_engine.service.http import around_requests
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.service.s3 import read_s3
@@ -70,11 +74,11 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
     engine = engine or OcrEngine()
     metrics = Metrics()
     keys = [k.get_secret_value().encode() for k in settings.api_keys]
-    # All engine work runs on one thread of its own: MuPDF is not thread-safe, and a
-    # single worker keeps one malloc arena instead of one per pool thread (measured: RSS
-    # grew 37% over 100 scanned requests when calls hopped across anyio's thread pool).
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ocr-engine")
-    state: dict[str, Any] = {"ready": False, "draining": False, "waiting": 0}
+    # Engine work runs on threads of its own, one per slot: a fixed few keep a fixed few
+    # malloc arenas (measured: RSS grew 37% over 100 scanned requests when calls hopped
+    # across anyio's thread pool), and MuPDF is serialised inside the engine.
+    executor = ThreadPoolExecutor(max_workers=settings.max_concurrency, thread_name_prefix="ocr-engine")
+    state: dict[str, Any] = {"ready": False, "draining": False, "waiting": 0, "admission": None}
 
     def warm() -> None:
         import pymupdf
@@ -94,6 +98,10 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         model = engine.unlimited if ocr == "unlimited" else engine.ppocr
         metrics.info.info({"backend": ocr, "model_version": str(model.model_version),
                            "weights_digest": str(getattr(model, "weights_digest", "") or "")})
+        if ocr == "unlimited":  # measured on a GPU: after the warm-up, so the weights are in
+            capacity = await asyncio.get_running_loop().run_in_executor(executor, lambda: model.kv_capacity)
+            state["admission"] = KvAdmission(capacity, max_queue=settings.max_queue,
+                                             retry_after_s=settings.retry_after_s, metrics=metrics)
         state["ready"] = True
         _log("ready", backend=ocr)
         yield
@@ -155,6 +163,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
     @app.get("/metrics")
     async def prometheus():
         _gpu_memory(metrics)
+        _cost(metrics, settings.gpu_cost_per_hour)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/limits")
@@ -171,6 +180,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
                 "max_queue": settings.max_queue,
             },
             "engine": engine.limits().as_dict(),
+            "kv": _kv_limits(engine, state["admission"], settings.max_pages_per_request),
         }
 
     @app.post("/v1/parse")
@@ -200,29 +210,45 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
             return E.Overloaded(f"the engine stayed busy for {settings.queue_timeout_s:.0f}s; retry later",
                                 headers={"Retry-After": str(settings.retry_after_s)})
 
-        slots: asyncio.Semaphore = request.app.state.slots
-        if slots.locked() and state["waiting"] >= settings.max_queue:
-            raise E.Overloaded("all slots are busy and the queue is full; retry later",
-                               headers={"Retry-After": str(settings.retry_after_s)})
-        state["waiting"] += 1
-        metrics.queue_depth.set(state["waiting"])
+        admission: KvAdmission | None = state["admission"]
+        ticket = None
+        if admission is not None:
+            try:  # what the range will hold: its pages that OCR reads (a bad document is 422 here)
+                ocr_pages = await anyio.to_thread.run_sync(engine.ocr_pages, data, first, last, backend)
+            except engine_errors.EngineError as exc:
+                raise E.from_engine(exc) from exc
+            nbytes = engine.kv_bytes(ocr_pages, backend)
+            if nbytes:
+                ticket = await admission.admit(nbytes, max(0.0, queue_deadline - time.monotonic()))
         try:
-            await asyncio.wait_for(slots.acquire(), max(0.0, queue_deadline - time.monotonic()))
-        except TimeoutError:
-            raise busy() from None
-        finally:
-            state["waiting"] -= 1
+            slots: asyncio.Semaphore = request.app.state.slots
+            if slots.locked() and state["waiting"] >= settings.max_queue:
+                raise E.Overloaded("all slots are busy and the queue is full; retry later",
+                                   headers={"Retry-After": str(settings.retry_after_s)})
+            state["waiting"] += 1
             metrics.queue_depth.set(state["waiting"])
+            try:
+                await asyncio.wait_for(slots.acquire(), max(0.0, queue_deadline - time.monotonic()))
+            except TimeoutError:
+                raise busy() from None
+            finally:
+                state["waiting"] -= 1
+                metrics.queue_depth.set(state["waiting"])
+        except BaseException:
+            if ticket is not None:
+                admission.release(ticket)
+            raise
 
         cancel = threading.Event()
         loop = asyncio.get_running_loop()
         began = asyncio.Event()
 
         def work():
-            loop.call_soon_threadsafe(began.set)
             if cancel.is_set():  # the request stopped waiting before the engine was free
                 raise engine_errors.Cancelled("the request stopped waiting for the engine")
-            return engine.parse_pdf(data, first, last, backend, max_pages=settings.max_pages_per_request, cancel=cancel)
+            with engine.expecting():  # the decoder waits for this request's ranges to batch them
+                return engine.parse_pdf(data, first, last, backend, max_pages=settings.max_pages_per_request,
+                                        cancel=cancel, on_start=lambda: loop.call_soon_threadsafe(began.set))
 
         metrics.in_flight.inc()
         task = loop.run_in_executor(executor, work)
@@ -230,11 +256,13 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         def finished(fut):
             metrics.in_flight.dec()
             slots.release()
+            if ticket is not None:
+                admission.release(ticket)
             if not fut.cancelled():
                 fut.exception()  # an abandoned request's error is known; nobody awaits it
 
         task.add_done_callback(finished)  # the slot frees when the work has really stopped
-        # A slot does not mean the engine: it runs one call at a time, and the time spent
+        # A slot does not mean the engine: MuPDF runs one call at a time, and the time spent
         # waiting for it is not this range's cost, so it is bounded apart from the timeout.
         try:
             await asyncio.wait_for(began.wait(), max(0.0, queue_deadline - time.monotonic()))
@@ -249,7 +277,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
             raise E.TimedOut(f"parsing took longer than {settings.request_timeout_s:.0f}s; the work was stopped") from None
         except engine_errors.EngineError as exc:
             raise E.from_engine(exc) from exc
-        _observe(metrics, engine, results, time.perf_counter() - started)
+        _observe(metrics, results, time.perf_counter() - started)
         if output == "markdown":
             text = "\n\n".join(f"<!-- page {r.page} -->\n\n{r.markdown}" for r in results)
             return PlainTextResponse(text, media_type="text/markdown")
@@ -270,19 +298,60 @@ async def _read_upload(file: UploadFile, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-def _observe(metrics: Metrics, engine: OcrEngine, results, seconds: float) -> None:
+def _observe(metrics: Metrics, results, seconds: float) -> None:
     tokens = 0
+    metrics.service_seconds.inc(seconds)
     for r in results:
         metrics.pages.labels(r.backend, r.status).inc()
         tokens += r.tokens_out or 0
+        if r.backend in ("", "textlayer") or r.status == "failed":
+            continue
+        # PP-OCR has no decoder to share: its whole page time is device time
+        device_s = r.device_seconds if r.device_seconds is not None else r.seconds
+        metrics.ocr_pages.inc()
+        metrics.tokens_in.inc(r.tokens_in or 0)
+        metrics.device_seconds.inc(device_s)
+        metrics.accounted["pages"] += 1
+        metrics.accounted["device_seconds"] += device_s
     if tokens:
         metrics.tokens.inc(tokens)
         metrics.tokens_per_second.set(tokens / seconds if seconds else 0)
-    unlimited = engine.__dict__.get("unlimited")  # only if it was ever loaded
-    meter = getattr(unlimited, "last_meter", None)
-    if meter is not None:
-        metrics.kv_cache.labels("current").set(meter.current)
-        metrics.kv_cache.labels("peak").set(meter.peak)
+    sequences = {(r.kv_peak_bytes, r.kv_mean_bytes, r.batch_size) for r in results if r.kv_peak_bytes is not None}
+    for peak, mean, rows in sequences:  # a request's pages of one call share a sequence
+        metrics.kv_sequence.labels("peak").observe(peak)
+        metrics.kv_sequence.labels("mean").observe(mean)
+        metrics.batch_rows.observe(rows)
+        metrics.kv_cache.labels("peak").set(peak)
+        metrics.kv_cache.labels("mean").set(mean)
+
+
+def _cost(metrics: Metrics, gpu_cost_per_hour: float | None) -> None:
+    pages, device_s = metrics.accounted["pages"], metrics.accounted["device_seconds"]
+    if pages and device_s:
+        metrics.pages_per_device_hour.set(pages / (device_s / 3600))
+        if gpu_cost_per_hour is not None:
+            metrics.cost_per_1000_pages.set(gpu_cost_per_hour * device_s / 3600 / pages * 1000)
+
+
+def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int) -> dict[str, Any] | None:
+    """The KV budget and what it holds, as a number of sequences of a typical range (the
+    largest range one request and one generate call take: the planner cuts scanned
+    ranges to it)."""
+    if admission is None:
+        return None
+    bound = engine.unlimited.bound
+    typical = max(1, min(max_pages, engine.unlimited.budget().max_pages()))
+    return {
+        "budget_bytes": admission.capacity, "reserved_bytes": admission.reserved,
+        "admitted_sequences": admission.sequences, "waiting": admission.waiting,
+        "bytes_per_token": bound.bytes_per_token, "window": bound.window, "prompt_tokens": bound.prompt_tokens,
+        "visual_tokens_per_page": bound.visual_tokens_per_page,
+        "typical_range_pages": typical, "bytes_per_typical_range": bound.bytes(typical),
+        "capacity_sequences": bound.sequences(admission.capacity, typical),
+        # the largest range that could ever be admitted; more pages are 413
+        "max_pages": bound.max_pages(admission.capacity),
+        "max_batch": engine.settings.max_batch,
+    }
 
 
 def _gpu_memory(metrics: Metrics) -> None:

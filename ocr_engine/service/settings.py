@@ -39,6 +39,10 @@ class ServiceSettings(BaseSettings):
 
     warmup: bool = True
 
+    # Cost accounting: with a price per hour of the device, /metrics shows the cost of
+    # 1,000 OCR pages (ocr_cost_per_1000_pages). None: not shown.
+    gpu_cost_per_hour: float | None = Field(None, ge=0)
+
     @field_validator("api_keys", mode="before")
     @classmethod
     def _split(cls, value):

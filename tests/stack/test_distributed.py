@@ -120,6 +120,20 @@ def test_the_distributed_stack_indexes_what_the_local_one_does(local_point_ids, 
         assert parts[part]["running"], (part, parts)
     assert [r["healthy"] for r in parts["ocr_replicas"]] == [True, True]
 
+    # the pool follows the replicas' published capacity (PP-OCR replicas: their engine slots)
+    from kb import pools, stack
+
+    s = _settings(env)
+    with closing(stack.airflow_client(s)) as client:
+        client.set_pool(pools.POOL, 7, "set by hand")
+        assert client.pool(pools.POOL)["slots"] == 7
+        synced = kb(env, "pools", "sync")
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        replicas = pools.replica_capacities([r["url"] for r in parts["ocr_replicas"]], stack.ocr_api_key(s))
+        capacity = sum(r.sequences for r in replicas)
+        assert {r.source for r in replicas} == {"concurrency"}
+        assert capacity == 2 and client.pool(pools.POOL)["slots"] == capacity, synced.stdout
+
     # no trigger: the inbox watcher in the triggerer starts the runs
     done = kb(env, "ingest", str(documents), "--prefix", PREFIX)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -129,9 +143,6 @@ def test_the_distributed_stack_indexes_what_the_local_one_does(local_point_ids, 
     assert all(r["state"] == "success" for r in state["runs"]), state["runs"]
 
     # the page ranges went to the gpu queue, in the pool, and both replicas served them
-    from kb import stack
-
-    s = _settings(env)
     with closing(stack.airflow_client(s)) as client:
         tis = [ti for r in state["runs"] for ti in client.task_instances(stack.INGEST_DAG_ID, r["dag_run_id"])]
     extract = [ti for ti in tis if ti["task_id"] == "extract"]
