@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,26 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0 if running else 1
 
 
+def cmd_pools_sync(args: argparse.Namespace) -> int:
+    from kb import pools, stack
+
+    s = _stack_settings()
+    urls = args.ocr_url or stack.ocr_replica_urls(s)
+    replicas = pools.replica_capacities(urls, os.environ.get("KB_OCR_API_KEY") or stack.ocr_api_key(s))
+    for r in replicas:
+        print(f"{r.url}: {r.sequences} ({'KV budget, sequences of a typical range' if r.source == 'kv' else 'engine slots'})")
+    if args.dry_run:
+        print(f"would set pool {pools.POOL} to {max(1, sum(r.sequences for r in replicas))} slots")
+        return 0
+    client = stack.airflow_client(s)
+    try:
+        slots = pools.sync(client, replicas)
+    finally:
+        client.close()
+    print(f"pool {pools.POOL}: {slots} slots")
+    return 0
+
+
 # --- ingest ----------------------------------------------------------------------------
 
 
@@ -107,6 +128,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"{summary.get('documents_failed', 0)} failed; {summary.get('pages', 0)} pages, {summary.get('chunks', 0)} chunks"
             + (f"; {summary['ranges_split']} range(s) split to fit the OCR service" if summary.get("ranges_split") else "")
         )
+        ocr = summary.get("ocr") or {}
+        if ocr.get("pages") and ocr.get("pages_per_gpu_hour") is not None:
+            print(f"  OCR: {ocr['pages']} pages, {ocr['tokens_in']} tokens in, {ocr['tokens_out']} out, "
+                  f"{ocr['device_seconds']:.1f} s of device time ({ocr['pages_per_gpu_hour']:.0f} pages per GPU-hour)"
+                  + (f", {ocr['cost_per_1000_pages']:.2f} per 1,000 pages" if ocr.get("cost_per_1000_pages") is not None
+                     else ""))
         for q in summary.get("quarantine", []):
             print(f"  quarantined {q['key']}: {q['code']}: {q['message']}")
         for f in summary.get("failed", []):
@@ -360,6 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="ingest the sample documents and answer sample questions")
     p.add_argument("--timeout", type=float, default=900.0)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("pools", help="Airflow pools")
+    pools_sub = p.add_subparsers(dest="pools", required=True)
+    b = pools_sub.add_parser("sync", help="set the gpu_ocr pool to the OCR replicas' published capacity (their KV "
+                             "budgets in sequences of a typical range, or their engine slots)")
+    b.add_argument("--ocr-url", action="append", help="an OCR replica's base URL (repeat); default: the stack's")
+    b.add_argument("--dry-run", action="store_true", help="print the capacities and the slots, change nothing")
+    b.set_defaults(func=cmd_pools_sync)
 
     p = sub.add_parser("bench", help="benchmarks")
     bench = p.add_subparsers(dest="bench", required=True)

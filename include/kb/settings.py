@@ -56,6 +56,9 @@ class PipelineSettings(BaseSettings):
     # so a stuck document does not take the OCR pool on every scheduled run.
     retry_backoff_s: float = Field(600, ge=0)
     retry_backoff_max_s: float = Field(6 * 3600, ge=0)
+    # What one GPU-hour costs (any currency): the run summary's OCR accounting turns its
+    # device seconds into `cost_per_1000_pages` with it. None (or empty): no cost shown.
+    gpu_cost_per_hour: float | None = Field(None, ge=0)
 
     chunk_max_tokens: int = Field(200, ge=16)
     chunk_overlap_sentences: int = Field(1, ge=0)
@@ -94,6 +97,12 @@ class PipelineSettings(BaseSettings):
     # e.g. postgresql+psycopg2://kb_ledger:...@db/kb_ledger; None: SQLite in the state folder.
     # A secret (it may hold a password): never logged.
     ledger_url: SecretStr | None = None
+
+    @field_validator("gpu_cost_per_hour", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value):
+        # compose passes `${KB_GPU_COST_PER_HOUR:-}` through as "" when .env leaves it out
+        return None if isinstance(value, str) and not value.strip() else value
 
     @property
     def resolved_qdrant_path(self) -> Path:

@@ -20,13 +20,13 @@ from kb.chunking import chunk_pages
 from kb.embedding import TextEmbedder, make_embedder
 from kb.errors import IncompleteExtraction, ValidationFailed
 from kb.ledger import LedgerEntry, Status
+from kb.pipeline.accounting import OcrUsage, is_ocr_page
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PlannedDocument
 from kb.pipeline.records import fail, quarantine_invalid, record, record_failed_pages
 from kb.pipeline.signature import signature_of
 from kb.retrieval import key_prefixes, language
 from kb.sparse import SparseEncoder, SparseVector
-from kb.limits import TEXTLAYER
 from ocr_engine.schema import FAILED
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,11 @@ class LoadedPages:
 
     @property
     def ocr_pages(self) -> int:
-        return sum(1 for p in self.pages if p.get("backend") not in (None, "", TEXTLAYER) and p.get("status") != FAILED)
+        return sum(1 for p in self.pages if is_ocr_page(p))
+
+    @property
+    def usage(self) -> OcrUsage:
+        return OcrUsage.of_pages(self.pages)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -202,7 +206,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
             results.append(DocumentResult(
                 document.doc_id, obj.key, Status.INDEXED, pages=document.page_count, chunks=len(p.ids),
                 failed_pages=failed, ranges_split=p.loaded.ranges_split, ocr_pages=p.loaded.ocr_pages,
-                extract_seconds=p.loaded.extract_seconds,
+                extract_seconds=p.loaded.extract_seconds, ocr_usage=p.loaded.usage.as_dict(),
                 record=record_failed_pages(ctx, document, failed, run_id) if failed else None,
                 pages_without_text=p.pages_without_text, seconds=round(p.seconds + time.perf_counter() - started, 3),
             ))

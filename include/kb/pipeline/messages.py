@@ -83,6 +83,8 @@ class DocumentResult(_Record):
     ranges_split: int = 0
     ocr_pages: int | None = None  # pages read by OCR (the rest from their text layer)
     extract_seconds: float | None = None  # the extract tasks' time on its ranges, summed
+    # what its OCR pages cost: ``accounting.OcrUsage.as_dict()`` (a plain dict, for XCom)
+    ocr_usage: dict[str, Any] | None = None
     attempts: int | None = None
     next_attempt_at: str | None = None
     pages_without_text: int | None = None

@@ -7,6 +7,7 @@ from typing import Any
 
 from kb.artifacts import ArtifactKeys
 from kb.ledger import Status
+from kb.pipeline.accounting import OcrUsage, merge, usage_summary
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, Plan, Sensed
 from kb.pipeline.usage import peak_by_task, run_usage
@@ -15,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
-              seconds: float | None = None) -> dict[str, Any]:
+              seconds: float | None = None, gpu_cost_per_hour: float | None = None) -> dict[str, Any]:
     indexed = [r for r in results if r.status == Status.INDEXED]
     quarantined = plan.quarantined + [r for r in results if r.status == Status.QUARANTINED]
     failed = [r for r in results if r.status == Status.FAILED]
@@ -34,25 +35,34 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
         "chunks": sum(r.chunks or 0 for r in indexed),
         "ranges": len(plan.ranges),
         "ranges_split": sum(r.ranges_split for r in results),
+        # what the indexed documents' OCR cost (pages, tokens, device time, KV cache, price)
+        "ocr": usage_summary(merge(OcrUsage.from_dict(r.ocr_usage) for r in indexed if r.ocr_usage),
+                             gpu_cost_per_hour),
         "quarantine": [{"key": r.key, "code": r.code, "message": r.message, "record": r.record} for r in quarantined],
         "failed": [{"key": r.key, "code": r.code, "message": r.message, "attempts": r.attempts,
                     "next_attempt_at": r.next_attempt_at} for r in failed],
         # one row per document this run finished: what a user checks first
         "documents": [{"key": r.key, "status": r.status.value, "pages": r.pages, "ocr_pages": r.ocr_pages,
                        "failed_pages": len(r.failed_pages), "ranges_split": r.ranges_split,
-                       "extract_seconds": r.extract_seconds, "index_seconds": r.seconds, "code": r.code}
+                       "extract_seconds": r.extract_seconds, "index_seconds": r.seconds, "code": r.code,
+                       "ocr": _ocr(r.ocr_usage, gpu_cost_per_hour)}
                       for r in plan.quarantined + results],
         "limits": plan.limits,
         "seconds": seconds,
     }
 
 
+def _ocr(usage: dict[str, Any] | None, gpu_cost_per_hour: float | None) -> dict[str, Any] | None:
+    return None if usage is None else usage_summary(OcrUsage.from_dict(usage), gpu_cost_per_hour)
+
+
 def report(ctx: Context, run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
            seconds: float | None = None) -> dict[str, Any]:
-    summary = summarize(run_id, sensed, plan, results, seconds)
+    summary = summarize(run_id, sensed, plan, results, seconds, ctx.settings.gpu_cost_per_hour)
     # the tasks that finished before this one (report and alert record theirs afterwards)
     summary["peak_rss_mb"] = peak_by_task(run_usage(ctx, run_id))
     ctx.store.put_json(ctx.artifacts, ArtifactKeys.run_summary(run_id), summary)
+    # the OCR totals stay in the log line (a dozen numbers); the per-document rows do not
     log.info("run summary: %s", {k: v for k, v in summary.items()
                                  if k not in ("quarantine", "failed", "limits", "documents", "peak_rss_mb")})
     return summary
