@@ -1,7 +1,9 @@
 """Benchmarks of the OCR engine; each prints numbers measured in one run.
 
     python -m ocr_engine.bench kv-cache --json [--layers 2 --max-t 4096 --prefix 2048]
+    python -m ocr_engine.bench kv-cache --method fill --json [--max-t 32768 --prefix 4096 --checkpoints 128,2048]
     python -m ocr_engine.bench ocr-accuracy [--pages 12]
+    python -m ocr_engine.bench batch --json [--device cuda --layers 12 --prefix 4096 --batches 1,8,32]
 
 ``kv-cache``: the real decoder's dimensions (hidden 1280, 10 KV heads of 128) with
 random weights, a prefix of L_m reference tokens, then T generated tokens, once with a
@@ -9,6 +11,9 @@ full cache and once with the model's static R-SWA cache. Bytes are the summed ca
 tensors, read at every step; ms per token is the mean step time just before each T.
 On CPU fewer layers and fp32 are used; bytes per token are reported as measured and
 scaled to the real decoder (12 layers, bf16: 61,440 B) for the seed's scenario.
+``--method fill`` reaches each T by a chunked fill instead (ocr_engine/bench_decoder.py).
+``batch``: batched R-SWA decoding against batch 1, and the largest batches admission
+allows for R-SWA and a full cache (ocr_engine/bench_batch.py).
 """
 
 from __future__ import annotations
@@ -19,35 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-REAL_LAYERS, REAL_KV_HEADS, REAL_HEAD_DIM, REAL_BYTES_PER_TOKEN = 12, 10, 128, 61_440
+from ocr_engine.bench_decoder import REAL_BYTES_PER_TOKEN, REAL_HEAD_DIM, REAL_KV_HEADS, REAL_LAYERS, decoder_model
+
 # The first deployment guide's headline: one long sequence's peak KV cache, full vs R-SWA.
 SEED_FULL_GB, SEED_RSWA_GB = 47.00, 1.77
-
-
-def _decoder_model(layers: int, window: int, vocab: int, full: bool, dtype, device):
-    import torch
-    from transformers import UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration
-    from transformers.models.unlimited_ocr.configuration_unlimited_ocr import (
-        UnlimitedOcrTextConfig,
-        UnlimitedOcrVisionConfig,
-    )
-
-    text = UnlimitedOcrTextConfig(
-        vocab_size=vocab, hidden_size=1280, intermediate_size=6848, num_hidden_layers=layers,
-        num_attention_heads=10, num_key_value_heads=10, max_position_embeddings=1 << 17,
-        mlp_layer_types=["dense"] * layers, sliding_window=window, bos_token_id=0, eos_token_id=1, pad_token_id=2,
-        layer_types=["full_attention" if full else "reference_sliding_attention"] * layers,
-    )
-    tiny_vision = UnlimitedOcrVisionConfig(
-        sam_config={"hidden_size": 32, "output_channels": 16, "num_hidden_layers": 1, "num_attention_heads": 4,
-                    "image_size": 64, "patch_size": 16, "mlp_dim": 64, "window_size": 2, "global_attn_indexes": [0],
-                    "downsample_channels": [32, 64]},
-        encoder_config={"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-                        "num_attention_heads": 4, "image_size": 64, "patch_size": 16},
-    )
-    torch.manual_seed(0)
-    config = UnlimitedOcrConfig(vision_config=tiny_vision, text_config=text, image_token_id=vocab - 1)
-    return UnlimitedOcrForConditionalGeneration(config).to(device=device, dtype=dtype).eval()
 
 
 def _run(model, prefix: int, max_t: int, cache_kind: str, checkpoints: list[int], device):
@@ -90,7 +70,7 @@ def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, devi
     checkpoints = sorted({t for t in (window, 2 * window, 4 * window, max_t // 4, max_t // 2, max_t) if window <= t <= max_t})
     results, gpu_peak = {}, {}
     for name, full in (("full", True), ("rswa", False)):
-        model = _decoder_model(layers, window, vocab, full, dtype, device)
+        model = decoder_model(layers, window, vocab, full, dtype, device)
         _run(model, min(prefix, 256), 2 * window, "dynamic" if full else "static", [window], device)  # warm-up
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -187,18 +167,65 @@ def main(argv: list[str] | None = None) -> int:
     kv.add_argument("--device", default="auto")
     kv.add_argument("--out", type=Path, default=Path("bench-results"))
     kv.add_argument("--json", action="store_true")
+    kv.add_argument("--method", choices=("generate", "fill"), default="generate",
+                    help="fill: a fresh fill to each T, then timed steps (ocr_engine/bench_decoder.py)")
+    kv.add_argument("--checkpoints", default=None, help="fill only: T values, comma list, capped to --max-t "
+                    "(default 128,512,2048,8192,32768)")
     acc = sub.add_parser("ocr-accuracy")
     acc.add_argument("--pages", type=int, default=12, help="pages per language")
     acc.add_argument("--dpi", type=int, default=150)
     acc.add_argument("--json", action="store_true")
+    bat = sub.add_parser("batch")
+    bat.add_argument("--device", default="auto")
+    bat.add_argument("--layers", type=int, default=None, help="default: 12 on CUDA, 2 on CPU")
+    bat.add_argument("--prefix", type=int, default=None, help="reference tokens a row; default 4096 on CUDA, 256 on CPU")
+    bat.add_argument("--new-tokens", type=int, default=None, help="default 256 on CUDA, 48 on CPU")
+    bat.add_argument("--batches", default=None, help="comma list; default 1,8,32 on CUDA, 1,8 on CPU")
+    bat.add_argument("--window", type=int, default=None, help="default 128 (the released model's); 16 on CPU")
+    bat.add_argument("--vocab", type=int, default=None, help="default 129280 on CUDA, 512 on CPU")
+    bat.add_argument("--long-t", type=int, default=32768, help="T for the full cache's largest batch")
+    bat.add_argument("--check-rows", type=int, default=4, help="rows whose batch-1 run is compared token for token")
+    bat.add_argument("--real-dims", action="store_true", help="on CPU too: hidden 1280, 10 KV heads of 128")
+    bat.add_argument("--cpu-budget-bytes", type=int, default=None, help="default: the engine's cpu_kv_budget_bytes")
+    bat.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
+    if args.bench == "batch":
+        import torch
+
+        from ocr_engine.bench_batch import run as batch
+        from ocr_engine.settings import EngineSettings
+
+        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        gpu = device == "cuda"
+        batches = [int(b) for b in (args.batches or ("1,8,32" if gpu else "1,8")).split(",")]
+        report = batch(device=device, layers=args.layers or (REAL_LAYERS if gpu else 2),
+                       prefix=args.prefix or (4096 if gpu else 256), new_tokens=args.new_tokens or (256 if gpu else 48),
+                       batches=sorted({1, *batches}), window=args.window or (128 if gpu or args.real_dims else 16),
+                       vocab=args.vocab or (129_280 if gpu else 512), tiny=not (gpu or args.real_dims),
+                       long_t=args.long_t, check_rows=args.check_rows,
+                       cpu_budget_bytes=args.cpu_budget_bytes or EngineSettings().cpu_kv_budget_bytes)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            for r in report["rows"]:
+                print(f"batch {r['batch']:>4}: {r['tokens_per_s']:>9.1f} tokens/s")
+            print({k: report[k] for k in ("speedup", "identical", "largest_batch_rswa", "largest_batch_full")})
+        return 0
     if args.bench == "kv-cache":
         import torch
 
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         layers = args.layers or (REAL_LAYERS if device == "cuda" else 2)
-        report = kv_cache(layers, args.prefix, args.window, args.max_t, args.vocab, device, args.out)
+        if args.method == "fill":
+            from ocr_engine.bench_decoder import checkpoints_for, kv_cache_fill
+
+            report = kv_cache_fill(layers, args.prefix, args.window, checkpoints_for(args.max_t, args.checkpoints),
+                                   args.vocab, device)
+            args.out.mkdir(parents=True, exist_ok=True)
+            report["plot"] = str(_plot(report["rows"], args.window, args.out / "kv-cache-fill.png", report))
+        else:
+            report = kv_cache(layers, args.prefix, args.window, args.max_t, args.vocab, device, args.out)
         if args.json:
             print(json.dumps(report, indent=2))
         else:
@@ -206,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in report["rows"]:
                 print(f"{r['T']:>7} {r['full_bytes'] / 2**20:>9.1f} {r['rswa_bytes'] / 2**20:>10.1f} "
                       f"{r['full_ms_per_token']:>12.2f} {r['rswa_ms_per_token']:>13.2f}")
-            print(json.dumps(report["checks"]), json.dumps(report["scenario"]), report["plot"], sep="\n")
+            print(json.dumps(report["checks"]), json.dumps(report.get("scenario")), report["plot"], sep="\n")
         return 0
     from ocr_engine.accuracy import run as accuracy
 
