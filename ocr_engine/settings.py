@@ -39,9 +39,10 @@ class EngineSettings(BaseSettings):
     cache: str = Field("static", description="R-SWA cache variant: static | dynamic")
 
     # Batched decoding: ranges admitted together decode as one batch of up to this many
-    # rows (1: one at a time). Measured with `python -m ocr_engine.bench batch`: batching
-    # wins on CPU too (tiny model: 3.8x the tokens per second at 8 rows), since a decode
-    # step reads every weight once whatever the rows.
+    # rows (1: one at a time). Measured with `python -m ocr_engine.bench batch` on 2 CPU
+    # cores: 1.54x the tokens per second at 8 rows at the real decoder's width (6.8x on the
+    # tiny test model), since a decode step reads every weight once whatever the rows.
+    # No GPU figure yet (bench/gpu_check.sh).
     max_batch: int = Field(8, ge=1)
     # How long the decoder waits for admitted ranges still rendering before it starts a
     # batch without them (a page renders in ~0.1-0.3 s on 2 CPU cores).

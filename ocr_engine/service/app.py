@@ -19,6 +19,7 @@ measured seconds per page, and the KV budget: the one source clients plan from.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -246,7 +247,8 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         def work():
             if cancel.is_set():  # the request stopped waiting before the engine was free
                 raise engine_errors.Cancelled("the request stopped waiting for the engine")
-            with engine.expecting():  # the decoder waits for this request's ranges to batch them
+            # the decoder waits for the ranges of admitted requests, to batch them
+            with engine.expecting() if ticket is not None else contextlib.nullcontext():
                 return engine.parse_pdf(data, first, last, backend, max_pages=settings.max_pages_per_request,
                                         cancel=cancel, on_start=lambda: loop.call_soon_threadsafe(began.set))
 
