@@ -107,17 +107,22 @@ def decode(model, sequences: list[Sequence], config: DecodeConfig, on_step: Call
     window = model.config.get_text_config().sliding_window or 0
     cache = build_cache(model.config.get_text_config(), config.cache_kind, width + max(max_new, window))
     samples: list[int] = []
+    stopped: list[int | None] = [None] * len(sequences)  # tokens a row had when it stopped
 
     class _Rows(StoppingCriteria):
         # Per row: its own token limit and its own cancel flag; the end token is generate's.
+        # A stopped row is filled with pad tokens until the batch ends; its output ends here.
         def __call__(self, input_ids, scores, **kwargs):
             samples.append(cache_bytes(cache))
             if on_step is not None:
                 on_step()
-            done = torch.full((input_ids.shape[0],), input_ids.shape[1] - width, device=device) >= limits
+            generated = input_ids.shape[1] - width
+            done = torch.full((input_ids.shape[0],), generated, device=device) >= limits
             for i, s in enumerate(sequences):
                 if s.cancel is not None and s.cancel.is_set():
                     done[i] = True
+                if done[i] and stopped[i] is None:
+                    stopped[i] = generated
             return done
 
     generation = copy.deepcopy(model.generation_config)
@@ -141,7 +146,7 @@ def decode(model, sequences: list[Sequence], config: DecodeConfig, on_step: Call
     mean = int(sum(samples) / len(samples) / rows) if samples else 0
     decoded = []
     for i, s in enumerate(sequences):
-        tokens = out[i, width:].tolist()[: s.max_new_tokens]
+        tokens = out[i, width:].tolist()[: stopped[i] or s.max_new_tokens]
         if config.eos_token_id in tokens:  # rows finished early are filled with pad tokens after their end
             tokens = tokens[: tokens.index(config.eos_token_id) + 1]
         decoded.append(Decoded(tokens, round(seconds / rows, 4), peak, mean, rows))
