@@ -6,8 +6,11 @@
 B rows of ``prefix`` random reference tokens each (one length: the batcher never pads)
 decode ``new_tokens`` greedy tokens with the static R-SWA cache. Tokens per second for
 each batch size; ``identical`` says every batched row's tokens equal its batch-1 run's,
-token for token (checked on the first ``check_rows`` rows). The end token's output row is
-zeroed so every row runs its full length and the batches do the same work.
+token for token (checked on the first ``check_rows`` rows). On a CPU in fp32 they are
+(measured); on a GPU in bf16 a batch may pick other kernels than batch 1 and round
+differently, so a greedy row can drift at a near tie without any bug in the batching --
+read ``identical`` there with that in mind. The end token's output row is zeroed so every
+row runs its full length and the batches do the same work.
 
 The largest batches are the admission arithmetic (``kv_budget.py``) on this device: the
 capacity (a GPU's memory less weights and margin; a CPU's setting) over each sequence's
