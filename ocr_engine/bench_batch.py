@@ -103,6 +103,8 @@ def run(*, device: str, layers: int, prefix: int, new_tokens: int, batches: list
         "long_t": long_t, "kv_bytes_per_sequence_full_at_long_t": full,
         "activation_bytes_per_prefill": activation, "room_bytes": room,
         "largest_batch_rswa": room // (rswa + activation), "largest_batch_full": room // (full + activation),
+        # and at this run's own T, where a full cache is still small: R-SWA's gain grows with T
+        "largest_batch_full_at_new_tokens": room // ((prefix + new_tokens) * per_token + activation),
     }
     if device == "cuda":
         report["gpu_peak_allocated_bytes"] = torch.cuda.max_memory_allocated(model.device)
