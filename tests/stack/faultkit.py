@@ -34,6 +34,10 @@ class Chunk:
     text: str
 
 
+class RunEnded(AssertionError):
+    """The run finished before the task reached the state a test waited for."""
+
+
 @dataclass
 class FaultStack:
     env: dict[str, str]
@@ -114,7 +118,7 @@ class FaultStack:
                 if progress.counts.get(task_id, {}).get(state):
                     return
                 if progress.state in TERMINAL:
-                    raise AssertionError(f"run {run_id} ended ({progress.state}) before {task_id} was {state}")
+                    raise RunEnded(f"run {run_id} ended ({progress.state}) before {task_id} was {state}")
                 time.sleep(0.3)
         raise AssertionError(f"{task_id} was not {state} within {timeout_s:.0f}s")
 
