@@ -150,7 +150,7 @@ class OcrEngine:
             return out
         if name == "unlimited":
             backend = self.unlimited
-            per_call = max(1, backend.budget().max_pages())
+            per_call = backend.pages_per_call
             out = []
             for start in range(0, len(pages), per_call):
                 self._check_cancel()
@@ -208,8 +208,7 @@ class OcrEngine:
         reader = self.ocr_backend_name() if backend in ("auto", "textlayer") else backend
         if ocr_pages == 0 or reader != "unlimited":
             return 0
-        backend = self.unlimited
-        return backend.bound.bytes(min(ocr_pages, max(1, backend.budget().max_pages())))
+        return self.unlimited.bound.bytes(min(ocr_pages, self.unlimited.pages_per_call))
 
     def expecting(self):
         """Around one caller's engine work, so the decoder waits for its ranges to batch them."""

@@ -34,6 +34,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ocr_engine import cost
 from ocr_engine import errors as engine_errors
 from ocr_engine.engine import BACKENDS, OcrEngine
 from ocr_engine.service import errors as E
@@ -306,10 +307,9 @@ def _observe(metrics: Metrics, results, seconds: float) -> None:
     for r in results:
         metrics.pages.labels(r.backend, r.status).inc()
         tokens += r.tokens_out or 0
-        if r.backend in ("", "textlayer") or r.status == "failed":
+        if not cost.read_by_ocr(r.backend, r.status):
             continue
-        # PP-OCR has no decoder to share: its whole page time is device time
-        device_s = r.device_seconds if r.device_seconds is not None else r.seconds
+        device_s = cost.device_time(r.device_seconds, r.seconds)
         metrics.ocr_pages.inc()
         metrics.tokens_in.inc(r.tokens_in or 0)
         metrics.device_seconds.inc(device_s)
@@ -329,10 +329,12 @@ def _observe(metrics: Metrics, results, seconds: float) -> None:
 
 def _cost(metrics: Metrics, gpu_cost_per_hour: float | None) -> None:
     pages, device_s = metrics.accounted["pages"], metrics.accounted["device_seconds"]
-    if pages and device_s:
-        metrics.pages_per_device_hour.set(pages / (device_s / 3600))
-        if gpu_cost_per_hour is not None:
-            metrics.cost_per_1000_pages.set(gpu_cost_per_hour * device_s / 3600 / pages * 1000)
+    per_hour = cost.pages_per_device_hour(pages, device_s)
+    if per_hour is not None:
+        metrics.pages_per_device_hour.set(per_hour)
+    price = cost.cost_per_1000_pages(gpu_cost_per_hour, pages, device_s)
+    if price is not None:
+        metrics.cost_per_1000_pages.set(price)
 
 
 def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int) -> dict[str, Any] | None:
@@ -342,7 +344,7 @@ def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int)
     if admission is None:
         return None
     bound = engine.unlimited.bound
-    typical = max(1, min(max_pages, engine.unlimited.budget().max_pages()))
+    typical = min(max_pages, engine.unlimited.pages_per_call)
     return {
         "budget_bytes": admission.capacity, "reserved_bytes": admission.reserved,
         "admitted_sequences": admission.sequences, "waiting": admission.waiting,

@@ -73,6 +73,11 @@ class UnlimitedBackend:
     def visual_tokens_per_page(self) -> int:
         return self._budget.visual_tokens_per_page
 
+    @property
+    def pages_per_call(self) -> int:
+        """The pages one generate call takes (at least one, even past the context)."""
+        return max(1, self._budget.max_pages())
+
     @cached_property
     def bound(self) -> SequenceBound:
         """The KV cache one range of p pages holds: (prompt + p x visual + window) x bytes per token."""
@@ -94,10 +99,8 @@ class UnlimitedBackend:
     def kv_capacity(self) -> int:
         """Bytes of KV cache the device gives all admitted sequences (see kv_budget.py)."""
         s = self.settings
-        capacity, _ = device_capacity(self.model, self.bound, longest_pages=max(1, self._budget.max_pages()),
-                                      max_batch=s.max_batch, configured_bytes=s.kv_budget_bytes,
-                                      cpu_default_bytes=s.cpu_kv_budget_bytes)
-        return capacity
+        return device_capacity(self.model, self.bound, longest_pages=self.pages_per_call, max_batch=s.max_batch,
+                               configured_bytes=s.kv_budget_bytes, cpu_default_bytes=s.cpu_kv_budget_bytes)
 
     def _inputs(self, images: list, prompt: str):
         messages = [{"role": "user", "content": [{"type": "image", "image": im} for im in images]

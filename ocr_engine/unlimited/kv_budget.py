@@ -52,18 +52,18 @@ class SequenceBound:
 
 
 def device_capacity(model, bound: SequenceBound, *, longest_pages: int, max_batch: int,
-                    configured_bytes: int | None, cpu_default_bytes: int) -> tuple[int, dict[str, int]]:
-    """(bytes of KV cache for all admitted sequences, how it was worked out).
+                    configured_bytes: int | None, cpu_default_bytes: int) -> int:
+    """Bytes of KV cache for all admitted sequences.
 
     A configured number wins everywhere (a GPU shared with something else); otherwise a
-    GPU's is measured and a CPU gets ``cpu_default_bytes``.
+    GPU's is measured (and logged, with how) and a CPU gets ``cpu_default_bytes``.
     """
     import torch
 
     if configured_bytes is not None:
-        return configured_bytes, {"configured": configured_bytes}
+        return configured_bytes
     if model.device.type != "cuda":
-        return cpu_default_bytes, {"cpu_default": cpu_default_bytes}
+        return cpu_default_bytes
     total = torch.cuda.get_device_properties(model.device).total_memory
     weights = torch.cuda.memory_allocated(model.device)
     activation = prefill_activation_bytes(model, bound.reference_tokens(longest_pages))
@@ -76,7 +76,7 @@ def device_capacity(model, bound: SequenceBound, *, longest_pages: int, max_batc
             f"the GPU cannot hold one {longest_pages}-page sequence beside the weights and an activation reserve "
             f"for {max_batch} rows ({how}); lower OCR_MAX_BATCH or set OCR_KV_BUDGET_BYTES")
     log.info("KV budget %.2f GB: %s", capacity / 1e9, how)
-    return capacity, how
+    return capacity
 
 
 def prefill_activation_bytes(model, tokens: int) -> int:

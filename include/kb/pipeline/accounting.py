@@ -1,9 +1,9 @@
 """What OCR cost: tokens, seconds and KV cache of the pages a document or a run had OCR'd.
 
 Computed from the stored page dicts (``PageResult.as_dict()`` or the OCR service's JSON,
-same keys), so it works the same for the local engine and the service. Only pages read
-by OCR count (``is_ocr_page``): a text-layer page costs no GPU time, and a failed page
-has no result to pay for.
+same keys), so it works the same for the local engine and the service. Which pages count
+and what their device time is are ``ocr_engine.cost``'s rules, which the service's
+/metrics apply too.
 """
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
-from kb.limits import TEXTLAYER
-from ocr_engine.schema import FAILED
-
-GPU_HOUR_S = 3600.0
+from ocr_engine import cost
 
 
 def is_ocr_page(page: dict[str, Any]) -> bool:
     """A page an OCR backend read and returned: not from its text layer, not failed."""
-    return page.get("backend") not in (None, "", TEXTLAYER) and page.get("status") != FAILED
+    return cost.read_by_ocr(page.get("backend"), page.get("status"))
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ class OcrUsage:
         mean = p.get("kv_mean_bytes")
         return cls(
             pages=1, tokens_in=int(p.get("tokens_in") or 0), tokens_out=int(p.get("tokens_out") or 0),
-            service_seconds=seconds, device_seconds=seconds if device is None else float(device),
+            service_seconds=seconds, device_seconds=cost.device_time(None if device is None else float(device), seconds),
             kv_peak_bytes_per_sequence=p.get("kv_peak_bytes"),
             kv_mean_bytes_sum=0.0 if mean is None else float(mean), kv_mean_pages=0 if mean is None else 1,
         )
@@ -89,11 +86,8 @@ def merge(usages: Iterable[OcrUsage]) -> OcrUsage:
 def usage_summary(usage: OcrUsage, gpu_cost_per_hour: float | None = None) -> dict[str, Any]:
     """What the run summary shows: the sums, throughput per GPU-hour, and cost per 1,000 pages
     when a price per GPU-hour is set (None otherwise, and None without device time)."""
-    gpu_hours = usage.device_seconds / GPU_HOUR_S
-    per_gpu_hour = usage.pages / gpu_hours if gpu_hours > 0 else None
-    cost = None
-    if gpu_cost_per_hour is not None and usage.pages and gpu_hours > 0:
-        cost = gpu_cost_per_hour * gpu_hours / usage.pages * 1000
+    per_gpu_hour = cost.pages_per_device_hour(usage.pages, usage.device_seconds)
+    price = cost.cost_per_1000_pages(gpu_cost_per_hour, usage.pages, usage.device_seconds)
     mean = usage.kv_mean_bytes_per_sequence
     return {
         "pages": usage.pages,
@@ -105,5 +99,5 @@ def usage_summary(usage: OcrUsage, gpu_cost_per_hour: float | None = None) -> di
         "kv_mean_bytes_per_sequence": None if mean is None else round(mean),
         "pages_per_gpu_hour": None if per_gpu_hour is None else round(per_gpu_hour, 1),
         "gpu_cost_per_hour": gpu_cost_per_hour,
-        "cost_per_1000_pages": None if cost is None else round(cost, 6),
+        "cost_per_1000_pages": None if price is None else round(price, 6),
     }
