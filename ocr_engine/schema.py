@@ -17,9 +17,16 @@ OK, EMPTY, TRUNCATED, REPEATED, FAILED = "ok", "empty", "truncated", "repeated",
 @dataclass
 class Block:
     type: str  # heading | text | table | image | formula | ... (backend vocabulary)
-    bbox: tuple[float, float, float, float]  # x0, y0, x1, y1 in PDF points of the page
-    text: str
+    # x0, y0, x1, y1 in PDF points of the page as it is displayed (rotation applied), y down
+    bbox: tuple[float, float, float, float]
+    text: str  # a table's is a Markdown pipe table
     confidence: float | None = None
+    level: int | None = None  # a heading's: 1 the document's title, 2 a section, 3 below
+    # A table (``ocr_engine.tables``): its cells by row, the first row its header, and where
+    # known its column and row boundaries in points (len(columns) + 1, len(rows) + 1 values).
+    rows: list[list[str]] | None = None
+    col_x: list[float] | None = None
+    row_y: list[float] | None = None
 
 
 @dataclass
@@ -46,9 +53,25 @@ class PageResult:
     kv_peak_bytes: int | None = None
     kv_mean_bytes: int | None = None
     batch_size: int | None = None  # sequences decoded together with this page's
+    # The page's size in PDF points as it is displayed (rotation applied): the frame of
+    # every block's bbox. The document reader places running headers by it.
+    width: float | None = None
+    height: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        # fields most blocks lack (a table's grid, a heading's level) only where they are set
+        out["blocks"] = [{k: v for k, v in b.items() if v is not None or k not in _SPARSE_BLOCK_FIELDS} for b in out["blocks"]]
+        return out
+
+
+_SPARSE_BLOCK_FIELDS = ("rows", "col_x", "row_y", "level")
+
+
+def block_markdown(block: Block) -> str:
+    if block.type == "heading":
+        return f"{'#' * (block.level or 2)} {block.text}"
+    return block.text
 
 
 def count_chars(text: str) -> int:

@@ -1,21 +1,22 @@
 """The ``textlayer`` backend: a born-digital page's own text, as Markdown with blocks.
 
-Headings are told apart from body text by font size relative to the page's body
-size; bare page numbers are dropped so they do not pollute chunks.
+Headings are told apart from body text by font size relative to the page's body size;
+tables drawn with rules become table blocks (``ocr_engine.tables``). Page numbers and
+running headers stay in the page's result: the document reader (``kb.reading``) sets
+aside what repeats across pages, which one page alone cannot tell.
+Boxes are in the displayed page's points (its /Rotate applied), as OCR'd pages' are.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 import unicodedata
 
 import pymupdf
 
-from ocr_engine.schema import EMPTY, OK, Block, PageResult, count_chars
-
-_PAGE_NUMBER = re.compile(r"^\s*(page\s*)?\d{1,4}(\s*/\s*\d{1,4})?\s*$", re.IGNORECASE)
+from ocr_engine.schema import EMPTY, OK, Block, PageResult, block_markdown, count_chars
+from ocr_engine.tables import ruled_tables
 
 
 def _is_cjk(ch: str) -> bool:
@@ -67,14 +68,32 @@ def _merge_paragraph_lines(raw, body: float):
     return merged
 
 
+def _inside(bbox, table: Block) -> bool:
+    cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
+    x0, y0, x1, y1 = table.bbox
+    return x0 <= cx <= x1 and y0 <= cy <= y1
+
+
+def _displayed(block: Block, m: pymupdf.Matrix) -> Block:
+    """``block`` with its boxes moved from MuPDF's unrotated page space to the displayed page."""
+    if m.b or m.c:  # a quarter turn: the grid's columns would become rows
+        block.col_x = block.row_y = None
+    elif block.col_x and block.row_y:
+        block.col_x = sorted(round(m.a * x + m.e, 2) for x in block.col_x)
+        block.row_y = sorted(round(m.d * y + m.f, 2) for y in block.row_y)
+    block.bbox = tuple(round(v, 2) for v in pymupdf.Rect(block.bbox) * m)  # type: ignore[assignment]
+    return block
+
+
 def extract_page(page: pymupdf.Page) -> PageResult:
     started = time.perf_counter()
     data = page.get_text("dict", sort=True, flags=pymupdf.TEXTFLAGS_TEXT)
+    tables = ruled_tables(page)
     raw: list[tuple[tuple[float, float, float, float], str, float]] = []
     sizes: list[float] = []
     for b in data["blocks"]:
-        if b.get("type") != 0:
-            continue
+        if b.get("type") != 0 or any(_inside(b["bbox"], t) for t in tables):
+            continue  # a table's words are in its cells
         lines, block_size = [], 0.0
         for line in b["lines"]:
             text = "".join(span["text"] for span in line["spans"])
@@ -84,20 +103,21 @@ def extract_page(page: pymupdf.Page) -> PageResult:
                     block_size = max(block_size, span["size"])
             lines.append(text)
         text = _join_lines(lines)
-        if text and not _PAGE_NUMBER.match(text):
+        if text:
             raw.append((tuple(round(v, 2) for v in b["bbox"]), text, block_size))
     body = statistics.median(sizes) if sizes else 0.0
     raw = _merge_paragraph_lines(raw, body)
-    blocks, parts = [], []
+    blocks: list[Block] = []
     for bbox, text, size in raw:
+        while tables and tables[0].bbox[1] <= bbox[1]:  # a table goes where it stands on the page
+            blocks.append(tables.pop(0))
         if body and size >= body * 1.25 and len(text) <= 200:
-            level = "#" if size >= body * 1.6 else "##"
-            blocks.append(Block("heading", bbox, text))
-            parts.append(f"{level} {text}")
+            blocks.append(Block("heading", bbox, text, level=1 if size >= body * 1.6 else 2))
         else:
             blocks.append(Block("text", bbox, text))
-            parts.append(text)
-    markdown = "\n\n".join(parts)
+    blocks.extend(tables)
+    blocks = [_displayed(b, page.rotation_matrix) for b in blocks]
+    markdown = "\n\n".join(block_markdown(b) for b in blocks)
     chars = count_chars(markdown)
     return PageResult(
         page=page.number + 1,
@@ -107,6 +127,8 @@ def extract_page(page: pymupdf.Page) -> PageResult:
         status=OK if chars else EMPTY,
         chars=chars,
         seconds=round(time.perf_counter() - started, 4),
+        width=round(page.rect.width, 2),
+        height=round(page.rect.height, 2),
     )
 
 
