@@ -152,3 +152,56 @@ def broken_xref_pdf(pages: list[str]) -> bytes:
     table = data.rfind(b"xref", 0, start)
     return data[:table] + b"xref\n0 1\n0000000000 65535 f \nthis table is damaged\n" + data[start:].replace(
         data[start:].split(b"\n")[1], b"123")
+
+
+# A three-page guide with what a document reader must handle: a running header and a page
+# number on every page, a paragraph that runs from page 1 onto page 2, and a ruled table
+# that starts on page 2 and goes on, its header row repeated, on page 3.
+GUIDE_HEADER = "Aquila Field Guide, chapter 2: pump care"
+GUIDE_SPLIT = ("The coupling insert between motor and pump must be inspected by a certified",
+               "technician every three years and replaced at once when it shows cracks.")
+GUIDE_TABLE = [["code", "meaning"], ["E17", "motor overheating"], ["E42", "low suction pressure"],
+               ["E51", "seal leak detected"], ["E63", "bearing noise above limit"], ["E70", "valve stuck open"]]
+
+
+def _table(page: pymupdf.Page, rows: list[list[str]], top: float) -> float:
+    x = (60, 200, 535)
+    y = top
+    for row in rows:
+        page.draw_line((x[0], y), (x[-1], y))
+        for i, cell in enumerate(row):
+            page.insert_text((x[i] + 6, y + 15), cell, fontsize=11, fontname="helv")
+        y += 22
+    page.draw_line((x[0], y), (x[-1], y))
+    for xi in x:
+        page.draw_line((xi, top), (xi, y))
+    return y
+
+
+def guide_pdf() -> bytes:
+    doc = pymupdf.open()
+    filler = ("Keep the pump room dry and ventilated. Check the suction strainer every week and "
+              "clean it when the pressure drop exceeds the value on the rating plate. ")
+    for n in (1, 2, 3):
+        page = doc.new_page(width=595, height=842)
+        page.insert_text((60, 40), GUIDE_HEADER, fontsize=9, fontname="helv")
+        page.insert_text((290, 815), str(n), fontsize=9, fontname="helv")
+        if n == 1:
+            page.insert_text((60, 90), "Pump care", fontsize=18, fontname="hebo")
+            rect = pymupdf.Rect(60, 110, 535, 700)
+            assert page.insert_textbox(rect, filler * 4, fontsize=11, fontname="helv") >= 0
+            assert page.insert_textbox(pymupdf.Rect(60, 720, 535, 790), GUIDE_SPLIT[0], fontsize=11,
+                                       fontname="helv") >= 0
+        elif n == 2:
+            assert page.insert_textbox(pymupdf.Rect(60, 70, 535, 140), GUIDE_SPLIT[1], fontsize=11,
+                                       fontname="helv") >= 0
+            page.insert_text((60, 560), "Error codes shown on the display:", fontsize=11, fontname="helv")
+            _table(page, GUIDE_TABLE[:4], 600)
+        else:
+            bottom = _table(page, [GUIDE_TABLE[0]] + GUIDE_TABLE[4:], 70)
+            assert page.insert_textbox(pymupdf.Rect(60, bottom + 30, 535, bottom + 120),
+                                       "After any error, write the code into the pump log.", fontsize=11,
+                                       fontname="helv") >= 0
+    data = doc.tobytes(garbage=3, deflate=True)
+    doc.close()
+    return data

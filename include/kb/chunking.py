@@ -1,22 +1,39 @@
-"""Structure-aware chunking with page provenance.
+"""Structure-aware chunking of a document as ``kb.reading`` reads it, with locations.
 
-Input is each page's Markdown. Headings and page breaks start new chunks (so a hit
-cites the page it came from, not a span of pages), and headings give every chunk its
-section; paragraphs are packed up to a token limit measured with the embedder's own
-tokenizer; a paragraph longer than the limit is split at sentence ends (Latin and
-CJK punctuation), and a sentence longer than the limit at token windows.
+Headings start new chunks and give every chunk its section. Paragraphs are packed up to a
+token limit measured with the embedder's own tokenizer; a paragraph longer than the limit
+is split at sentence ends (Latin and CJK punctuation), and a sentence longer than the limit
+at token windows. A page break closes a chunk (so a hit cites the page it came from) unless
+a paragraph runs over it: then the chunk spans both pages. A table is chunked by rows, and
+every chunk of it starts with its header row.
+
+Each chunk keeps its boxes (a page and a box on it, from the blocks its text came from):
+what the search page draws on the page image.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from enum import StrEnum
+from typing import Callable
+
+from kb.reading import Box, Piece, PieceKind, Reading
+from ocr_engine.tables import table_markdown
+
+# Part of the index signature (``kb.pipeline.signature``): changing how documents are read
+# or chunked re-chunks every indexed document once, from its stored page results.
+CHUNKING_VERSION = "reader-1"
 
 CountTokens = Callable[[str], int]
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 _SENTENCE_END = re.compile(r"(?<=[。！？；])|(?<=[.!?;])\s+")
+
+
+class ChunkKind(StrEnum):
+    TEXT = "text"
+    TABLE = "table"
 
 
 @dataclass
@@ -26,6 +43,8 @@ class Chunk:
     pages: list[int]
     section: str | None
     tokens: int
+    boxes: list[Box] = field(default_factory=list)
+    kind: ChunkKind = ChunkKind.TEXT
 
     def embedding_text(self) -> str:
         """What is embedded: the section title gives short chunks their context."""
@@ -34,10 +53,14 @@ class Chunk:
 
 @dataclass
 class _Unit:
-    page: int
     text: str
     tokens: int
+    boxes: list[Box]
     starts_paragraph: bool = True
+
+    @property
+    def pages(self) -> set[int]:
+        return {b.page for b in self.boxes}
 
 
 @dataclass
@@ -101,14 +124,45 @@ def _joiner(a: str, b: str) -> str:
     return "" if a and b and (cjk(a[-1]) or cjk(b[0])) else " "
 
 
-def chunk_pages(
-    pages: Iterable[tuple[int, str]],
+def _located(piece: Piece, parts: list[str]) -> list[tuple[str, list[Box]]]:
+    """Each part of ``piece.text`` (in order) with the boxes of the text it came from."""
+    out, cursor = [], 0
+    for part in parts:
+        at = piece.text.find(part, cursor)
+        at = cursor if at < 0 else at
+        cursor = at + len(part)
+        out.append((part, piece.boxes_between(at, cursor)))
+    return out
+
+
+def _dedupe(boxes: list[Box]) -> list[Box]:
+    return list(dict.fromkeys(boxes))
+
+
+def _table_parts(piece: Piece, count_tokens: CountTokens, limit: int) -> list[tuple[str, list[Box]]]:
+    """A table as Markdown tables of as many rows as fit ``limit``, each led by the header
+    row; the first part's boxes include the header's."""
+    header = piece.header.cells if piece.header else []
+    groups: list[list] = [[]]
+    for row in piece.rows:
+        if groups[-1] and count_tokens(table_markdown([header, *[r.cells for r in groups[-1] + [row]]])) > limit:
+            groups.append([])
+        groups[-1].append(row)
+    parts = []
+    for i, rows in enumerate(g for g in groups if g):
+        text = _clip(table_markdown([header, *[r.cells for r in rows]]), count_tokens, limit)
+        head = [piece.header.box] if piece.header and i == 0 else []
+        parts.append((text, head + [r.box for r in rows]))
+    return parts
+
+
+def chunk_document(
+    reading: Reading,
     count_tokens: CountTokens,
     *,
     max_tokens: int = 200,
     overlap_sentences: int = 1,
 ) -> list[Chunk]:
-    """``pages`` is (1-based page number, Markdown) in reading order."""
     chunks: list[Chunk] = []
     section: str | None = None
     title: str | None = None
@@ -120,6 +174,16 @@ def chunk_pages(
         label = " / ".join(x for x in (title, section) if x) or None
         return _clip(label, count_tokens, max_tokens // 4) if label else None
 
+    def budget() -> int:
+        label = section_label()
+        return max(max_tokens - (count_tokens(label) if label else 0), max_tokens // 2)
+
+    def emit(text: str, tokens: int, boxes: list[Box], kind: ChunkKind) -> None:
+        label = section_label()
+        boxes = _dedupe(boxes)
+        chunks.append(Chunk(index=len(chunks), text=text, pages=sorted({b.page for b in boxes}), section=label,
+                            tokens=tokens + (count_tokens(label) if label else 0), boxes=boxes, kind=kind))
+
     def close(carry_overlap: bool) -> None:
         nonlocal current
         if not current.units:
@@ -130,47 +194,40 @@ def chunk_pages(
                 text = u.text
             else:
                 text += ("\n\n" if u.starts_paragraph else _joiner(text, u.text)) + u.text
-        label = section_label()
-        chunks.append(
-            Chunk(
-                index=len(chunks),
-                text=text,
-                pages=sorted({u.page for u in current.units}),
-                section=label,
-                tokens=current.tokens + (count_tokens(label) if label else 0),
-            )
-        )
+        emit(text, current.tokens, [b for u in current.units for b in u.boxes], ChunkKind.TEXT)
         tail = current.units[-overlap_sentences:] if carry_overlap and overlap_sentences else []
         # An overlap only helps if it is small next to the chunk it joins.
         tail = [u for u in tail if u.tokens <= max_tokens // 4]
         current = _Open(list(tail))
 
-    for page_no, markdown in pages:
-        close(carry_overlap=False)
-        for para in (p.strip() for p in markdown.split("\n\n")):
-            if not para:
-                continue
-            m = _HEADING.match(para)
-            if m:
-                close(carry_overlap=False)
-                current = _Open()
-                if len(m.group(1)) == 1:
-                    title, section = m.group(2).strip(), None
-                else:
-                    section = m.group(2).strip()
-                continue
-            budget = max_tokens - (count_tokens(section_label() or "") if section_label() else 0)
-            budget = max(budget, max_tokens // 2)
-            n = count_tokens(para)
-            units = [_Unit(page_no, para, n)] if n <= budget else [
-                _Unit(page_no, s, count_tokens(s), starts_paragraph=(i == 0))
-                for i, s in enumerate(_split_long(para, count_tokens, budget))
-            ]
-            for unit in units:
-                if current.units and current.tokens + unit.tokens > budget:
-                    close(carry_overlap=True)
-                    if current.tokens + unit.tokens > budget:
-                        current = _Open()
-                current.units.append(unit)
+    for piece in reading.pieces:
+        if piece.kind == PieceKind.HEADING:
+            close(carry_overlap=False)
+            current = _Open()
+            if piece.level <= 1:
+                title, section = piece.text.strip(), None
+            else:
+                section = piece.text.strip()
+            continue
+        last_pages = current.units[-1].pages if current.units else set()
+        if last_pages and piece.first_page > max(last_pages):
+            close(carry_overlap=False)  # a page break that no paragraph runs over
+        if piece.kind == PieceKind.TABLE:
+            close(carry_overlap=False)
+            current = _Open()
+            for text, boxes in _table_parts(piece, count_tokens, budget()):
+                emit(text, count_tokens(text), boxes, ChunkKind.TABLE)
+            continue
+        room = budget()
+        n = count_tokens(piece.text)
+        parts = [piece.text] if n <= room else _split_long(piece.text, count_tokens, room)
+        units = [_Unit(text, n if len(parts) == 1 else count_tokens(text), boxes, starts_paragraph=(i == 0))
+                 for i, (text, boxes) in enumerate(_located(piece, parts))]
+        for unit in units:
+            if current.units and current.tokens + unit.tokens > room:
+                close(carry_overlap=True)
+                if current.tokens + unit.tokens > room:
+                    current = _Open()
+            current.units.append(unit)
     close(carry_overlap=False)
     return chunks

@@ -114,8 +114,8 @@ def pending_work(
     bucket: str, objects: Iterable[ObjectInfo], entries: dict[str, LedgerEntry], max_attempts: int,
     index_signature: str | None = None, at: datetime | None = None,
 ) -> Work:
-    """``index_signature`` names the current embedder and sparse scheme: an indexed document
-    made with other ones is changed work (a new embedder is a configuration change).
+    """``index_signature`` names the current embedder, sparse scheme and chunking: an indexed
+    document made with other ones is changed work (a new embedder is a configuration change).
     ``at`` is the time backoffs are compared with (now by default)."""
     at = at or now()
     work = Work()

@@ -1,4 +1,12 @@
-from kb.chunking import chunk_pages
+"""Chunking a document read from Markdown-only page results (``kb.reading`` reads those as
+paragraphs without boxes): sizes, sections, sentence and window splits."""
+
+from kb.chunking import chunk_document
+from kb.reading import read_document
+
+
+def chunk_pages(pages, count, **kw):
+    return chunk_document(read_document([{"page": n, "markdown": md, "blocks": []} for n, md in pages]), count, **kw)
 
 
 def words(text: str) -> int:

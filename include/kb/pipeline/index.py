@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kb import failpoints
-from kb.chunking import chunk_pages
+from kb.chunking import chunk_document
 from kb.embedding import TextEmbedder, make_embedder
 from kb.errors import IncompleteExtraction, ValidationFailed
 from kb.ledger import LedgerEntry, Status
@@ -25,6 +25,7 @@ from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PlannedDocument
 from kb.pipeline.records import fail, quarantine_invalid, record, record_failed_pages
 from kb.pipeline.signature import signature_of
+from kb.reading import read_document
 from kb.retrieval import key_prefixes, language
 from kb.sparse import SparseEncoder, SparseVector
 from ocr_engine.schema import FAILED
@@ -120,8 +121,8 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
     started = time.perf_counter()
     loaded = load_pages(ctx, document)
     check_pages(ctx, document, loaded.pages)
-    chunks = chunk_pages(
-        [(p["page"], p["markdown"]) for p in loaded.pages if p.get("status") != FAILED],
+    chunks = chunk_document(
+        read_document([p for p in loaded.pages if p.get("status") != FAILED]),
         embedder.count_tokens,
         max_tokens=min(ctx.settings.chunk_max_tokens, embedder.max_tokens - 8),
         overlap_sentences=ctx.settings.chunk_overlap_sentences,
@@ -136,6 +137,7 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
         "doc_id": d.doc_id, "bucket": d.bucket, "key": d.key, "version_id": d.version_id, "etag": d.etag,
         "sha256": d.sha256, "pages": c.pages, "chunk_index": c.index, "section": c.section, "text": c.text,
         "tokens": c.tokens, "embedder": embedder.model_id, "prefixes": key_prefixes(d.key), "language": language(c.text),
+        "kind": c.kind.value, "boxes": [b.as_dict() for b in c.boxes],
     } for c in chunks]
     ids = [point_id(d.doc_id, d.sha256, c.index) for c in chunks]
     empty = len([p for p in loaded.pages if p.get("status") == "empty"])

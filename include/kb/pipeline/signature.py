@@ -1,20 +1,23 @@
 """The index signature: what a document's points are made with.
 
-The embedder (by its weights' digest) and the sparse scheme. The ledger keeps it per
-document; a different one makes an indexed document work again (a configuration change).
+The embedder (by its weights' digest), the sparse scheme and the chunking (how a document
+is read and cut, ``kb.chunking.CHUNKING_VERSION``). The ledger keeps it per document; a
+different one makes an indexed document work again (a configuration change, or an upgrade
+that reads documents differently), reusing its stored page results: no page is read again.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 
+from kb.chunking import CHUNKING_VERSION
 from kb.embedding import make_embedder
 from kb.settings import PipelineSettings
 from kb.sparse import SparseEncoder
 
 
 def signature_of(embedder_id: str, sparse_tokenizer: str) -> str:
-    return f"{embedder_id}|{SparseEncoder(sparse_tokenizer).signature}"
+    return f"{embedder_id}|{SparseEncoder(sparse_tokenizer).signature}|{CHUNKING_VERSION}"
 
 
 @lru_cache(maxsize=8)

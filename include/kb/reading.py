@@ -1,0 +1,458 @@
+"""Reading a document: its pages' results, in page order, as one text located on its pages.
+
+Index reads a document here after extract and before chunking, across the results of all
+its page ranges. Only blocks are read (type, box, text; a table's rows and grid) and each
+page's size, so text-layer pages and OCR'd pages are read by the same rules:
+
+- **Running headers and footers.** A short block near the top or the bottom of pages that
+  comes back, with its digits masked, at the same height on several pages (a running
+  title, "Debian Reference 25 / 233"), or a bare page number there, is set aside: it is
+  left out of the pieces, and kept in the stored page results.
+- **Continuity.** A paragraph or list item that ends a page (or a column) without closing
+  its sentence is joined with its continuation at the top of the next page (or column).
+  Footnotes or figure labels that sit between the two halves are stepped over, and then
+  only a continuation that starts in lower case (or Chinese after unfinished Chinese) is
+  taken. A table that continues on the next page with the same columns is one table, and
+  a header row the next page repeats is dropped.
+- **Location.** Every piece keeps spans of its text, each with its page and box in PDF
+  points of the displayed page, so a chunk cut from it knows every page it spans and where.
+
+Old stored page results (no page size, no heading levels) are read too: the page's frame is
+then the extent of the document's blocks, and heading levels come from the Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Iterable, Sequence
+
+from ocr_engine.tables import parse_table_text, table_markdown
+
+BBox = tuple[float, float, float, float]
+
+
+class PieceKind(StrEnum):
+    HEADING = "heading"
+    TEXT = "text"
+    TABLE = "table"
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where a stretch of text is: a page (1-based) and a box on it (None: somewhere on it)."""
+
+    page: int
+    bbox: BBox | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"page": self.page, "bbox": [round(v, 1) for v in self.bbox] if self.bbox else None}
+
+
+@dataclass
+class Span:
+    """Characters ``start``..``end`` of a piece's text, and where they are."""
+
+    start: int
+    end: int
+    box: Box
+
+
+@dataclass
+class Row:
+    cells: list[str]
+    box: Box
+
+
+@dataclass
+class Piece:
+    """A heading, a paragraph (or list item) or a table, as the document has it."""
+
+    kind: PieceKind
+    text: str = ""
+    spans: list[Span] = field(default_factory=list)
+    level: int = 2  # a heading's: 1 the document's title, 2 a section, 3 below
+    header: Row | None = None  # a table's header row
+    rows: list[Row] = field(default_factory=list)  # a table's other rows
+    col_x: list[float] | None = None  # a table's column boundaries, where known
+
+    @property
+    def boxes(self) -> list[Box]:
+        if self.kind == PieceKind.TABLE:
+            return [r.box for r in ([self.header] if self.header else []) + self.rows]
+        return [s.box for s in self.spans]
+
+    @property
+    def pages(self) -> list[int]:
+        return sorted({b.page for b in self.boxes})
+
+    @property
+    def first_page(self) -> int:
+        return min(self.pages)
+
+    @property
+    def last_page(self) -> int:
+        return max(self.pages)
+
+    def markdown(self) -> str:
+        if self.kind == PieceKind.TABLE:
+            return table_markdown([r.cells for r in ([self.header] if self.header else []) + self.rows])
+        return self.text
+
+    def boxes_between(self, start: int, end: int) -> list[Box]:
+        """The boxes of the spans that hold any of characters ``start``..``end``."""
+        return [s.box for s in self.spans if s.start < end and start < s.end] or self.boxes[:1]
+
+
+@dataclass(frozen=True)
+class RunningLine:
+    page: int
+    bbox: BBox
+    text: str
+
+
+@dataclass
+class Reading:
+    pieces: list[Piece]
+    running: list[RunningLine]  # what was set aside as running headers and footers
+    joins: int = 0  # paragraphs and tables joined over a page or column break
+
+
+# --- blocks as the reader sees them -------------------------------------------------------
+
+@dataclass
+class _Block:
+    type: str
+    bbox: BBox | None
+    text: str
+    level: int | None = None
+    rows: list[list[str]] | None = None
+    col_x: list[float] | None = None
+    row_y: list[float] | None = None
+
+    @property
+    def is_table(self) -> bool:
+        return self.type == "table" and bool(self.rows) and len(self.rows) >= 2
+
+    @property
+    def is_heading(self) -> bool:
+        return self.type in _HEADINGS
+
+
+# Unlimited OCR's region types, PP-OCR's and the text layer's; what none of them is text
+_HEADINGS = {"heading": None, "title": 2, "sub_title": 3}
+_SKIPPED = {"image", "figure", "seal"}
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+
+
+@dataclass
+class _Page:
+    number: int
+    blocks: list[_Block]
+    width: float
+    height: float
+
+
+def _blocks_of(page: dict[str, Any]) -> list[_Block]:
+    levels = {m.group(2).strip(): len(m.group(1)) for m in
+              (_MD_HEADING.match(p.strip()) for p in (page.get("markdown") or "").split("\n\n")) if m}
+    out = []
+    for b in page.get("blocks") or []:
+        text = (b.get("text") or "").strip()
+        kind = b.get("type") or "text"
+        if not text or kind in _SKIPPED:
+            continue
+        bbox = tuple(b["bbox"]) if b.get("bbox") else None
+        rows = b.get("rows")
+        if kind == "table" and not rows:
+            rows = parse_table_text(text) or None
+        level = b.get("level") or _HEADINGS.get(kind) or levels.get(text)
+        out.append(_Block(kind, bbox, text, level, rows, b.get("col_x"), b.get("row_y")))  # type: ignore[arg-type]
+    if out or not (page.get("markdown") or "").strip():
+        return out
+    # a result with text and no blocks: its Markdown paragraphs, somewhere on the page
+    for para in (p.strip() for p in page["markdown"].split("\n\n")):
+        m = _MD_HEADING.match(para)
+        if m:
+            out.append(_Block("heading", None, m.group(2).strip(), len(m.group(1))))
+        elif para:
+            rows = parse_table_text(para)
+            out.append(_Block("table", None, para, rows=rows) if rows else _Block("text", None, para))
+    return out
+
+
+def _pages(results: Iterable[dict[str, Any]]) -> list[_Page]:
+    raw = [(int(p["page"]), _blocks_of(p), p.get("width"), p.get("height")) for p in results]
+    # Without a stored page size, the document's blocks mark out its pages.
+    boxes = [b.bbox for _, blocks, _, _ in raw for b in blocks if b.bbox]
+    width = max((b[2] for b in boxes), default=1.0)
+    height = max((b[3] for b in boxes), default=1.0)
+    return [_Page(n, blocks, w or width, h or height) for n, blocks, w, h in sorted(raw, key=lambda r: r[0])]
+
+
+# --- running headers and footers ------------------------------------------------------
+
+_PAGE_NUMBER = re.compile(r"^\s*(page\s*)?[-–—]?\s*(\d{1,4}|[ivxlc]{1,7})\s*[-–—]?(\s*(/|of)\s*\d{1,4})?\s*$", re.IGNORECASE)
+_BAND = 0.15  # the top and bottom share of a page where running lines sit
+_SAME_HEIGHT = 0.025  # of the page's height: a skewed scan moves a line ~1 % at its ends
+_SAME_TEXT = 85  # rapidfuzz ratio of the masked texts: OCR reads one header a little differently each time
+
+
+def _mask(text: str) -> str:
+    """What stays the same of a running line from page to page: letters, and digits as '#'."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return re.sub(r"\d+", "#", "".join(c for c in text if c.isalnum()))
+
+
+def _outermost(page: _Page) -> list[tuple[int, str, float]]:
+    """(block index, band, height of its middle as a share of the page) of the blocks that
+    could be running lines: the top and the bottom located block, and a block on the same
+    line as either (a page number set apart from its title)."""
+    located = sorted((i for i, b in enumerate(page.blocks) if b.bbox), key=lambda i: page.blocks[i].bbox[1])
+    out = []
+    for band, ends in (("top", located[:2]), ("bottom", located[-2:][::-1])):
+        for rank, i in enumerate(ends):
+            b = page.blocks[i]
+            if rank and abs(b.bbox[1] - page.blocks[ends[0]].bbox[1]) > 0.01 * page.height:  # type: ignore[index]
+                break  # the next block down (or up) is body text, not the same line
+            middle = (b.bbox[1] + b.bbox[3]) / 2 / page.height  # type: ignore[index]
+            if (middle < _BAND if band == "top" else middle > 1 - _BAND) and not b.is_table and len(b.text) <= 160:
+                out.append((i, band, middle))
+    return out
+
+
+def _running(pages: list[_Page]) -> set[tuple[int, int]]:
+    """(page index, block index) of every running header and footer: a bare page number, a
+    line that comes back at the same height (digits masked), or a line whose number is the
+    page's number less a fixed offset (a running title that changes with the chapter:
+    "6 Chapter 2. Applying to Become a Member" on the document's 14th page)."""
+    from rapidfuzz import fuzz
+
+    found: set[tuple[int, int]] = set()
+    candidates = []
+    offsets: dict[tuple[str, int], set[tuple[int, int]]] = {}
+    for pi, page in enumerate(pages):
+        for bi, band, middle in {c[0]: c for c in _outermost(page)}.values():
+            b = page.blocks[bi]
+            if _PAGE_NUMBER.match(b.text):
+                found.add((pi, bi))
+                continue
+            for n in {int(d) for d in re.findall(r"\d{1,4}", b.text)}:
+                offsets.setdefault((band, page.number - n), set()).add((pi, bi))
+            if len(key := _mask(b.text)) >= 2:
+                candidates.append((band, key, middle, pi, bi, b.is_heading))
+    least = 2 if len(pages) <= 4 else 3
+    for (band, _), members in offsets.items():
+        if len({pi for pi, _ in members}) >= least:
+            found.update(members)
+    clusters: list[list[tuple]] = []
+    for cand in candidates:
+        for cluster in clusters:
+            band, key, middle = cluster[0][:3]
+            if (band == cand[0] and abs(middle - cand[2]) <= _SAME_HEIGHT
+                    and (key == cand[1] or fuzz.ratio(key, cand[1]) >= _SAME_TEXT)):
+                cluster.append(cand)
+                break
+        else:
+            clusters.append([cand])
+    for cluster in clusters:
+        on = {c[3] for c in cluster}
+        # Text that comes back without a page number must come back often: a label at the
+        # foot of a few pages ("Syntax:" on 9 of gnuplot's 311) is the body's; a heading
+        # that repeats at the top (a slide's "Outline") is running on half the pages only.
+        needed = max(least, len(pages) // 2) if all(c[5] for c in cluster) else max(least, len(pages) // 10)
+        if len(on) >= needed:
+            found.update((c[3], c[4]) for c in cluster)
+    return found
+
+
+# --- continuity -------------------------------------------------------------------------
+
+_CLOSES = set(".!?:;…。！？：；")
+_NOTE_MARK = re.compile(r"(?<=[.!?。！？:;：；])[\d¹²³⁴⁵⁶⁷⁸⁹⁰]{1,2}$")  # "...之举。11": a footnote's mark
+_TRAILERS = set("\"'”’)]}）」』》")
+_LIST_ITEM = re.compile(r"^\s*([•◦▪‣∙·●○■□*–—-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)]|\(?[ivx]{1,4}\))\s")
+_SHORT = 40  # characters (``_size``): shorter text at a break is a label, a title, a footnote
+_FOOTNOTE = re.compile(r"^\s*([∗*†‡§¶]|[¹²³⁴⁵⁶⁷⁸⁹⁰]+|\d{1,2}\s+[A-Z])")
+_LOOK = 4  # blocks stepped over at a break: footnotes below the paragraph, figure labels above its end
+
+
+def _cjk(ch: str) -> bool:
+    return "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
+
+
+def _size(text: str) -> int:
+    """Length in Latin characters: a Chinese character is as wide as two."""
+    return sum(2 if _cjk(c) else 1 for c in text)
+
+
+def _is_open(text: str) -> bool:
+    """The text stops without closing its sentence."""
+    text = _NOTE_MARK.sub("", text.rstrip())
+    while text and text[-1] in _TRAILERS:
+        text = text[:-1]
+    return bool(text) and text[-1] not in _CLOSES
+
+
+def _continues(before: str, after: str, strict: bool) -> bool:
+    """``after`` carries on the sentence ``before`` left open. ``strict`` (blocks were stepped
+    over to pair them): only a lower-case start, or Chinese after unfinished Chinese."""
+    before, after = before.rstrip(), after.lstrip()
+    if not before or not after or not _is_open(before) or _LIST_ITEM.match(after):
+        return False
+    last, first = before[-1], after[0]
+    if _cjk(last) or last in "，、":
+        return _cjk(first)
+    if _cjk(first):  # Chinese after Latin: only where the Latin sits inside Chinese text
+        return any(_cjk(c) for c in before[-30:])
+    if first.islower():
+        return True
+    if strict or _size(after) < _SHORT:  # a short line in capitals at the top: a title
+        return False
+    # "... described by the" / "R Core Team": an open sentence ends in a word or a comma (a
+    # number at the end is a table of contents' page, or a listing's)
+    return (last.islower() or last in ",-–(") and (first.isalnum() or first in "\"'“‘(")
+
+
+def _joined(before: str, after: str) -> tuple[str, int]:
+    """The two texts as one, and where ``after`` starts in it."""
+    before, after = before.rstrip(), after.lstrip()
+    if before.endswith("-") and after[:1].islower() and before[-2:-1].isalpha():
+        text = before[:-1]  # a word hyphenated over the break
+    elif _cjk(before[-1]) or _cjk(after[0]):
+        text = before
+    else:
+        text = before + " "
+    return text + after, len(text)
+
+
+def _same_columns(a: Piece, b: _Block, width: float) -> bool:
+    """``b`` continues table ``a``: as many columns, at the same places (3 % of the page's width)."""
+    ncols = len(b.rows[0]) if b.rows else 0
+    if ncols != len(a.header.cells if a.header else a.rows[0].cells):
+        return False
+    if a.col_x and b.col_x and len(a.col_x) == len(b.col_x):
+        return all(abs(x - y) <= 0.03 * width for x, y in zip(a.col_x, b.col_x))
+    ends = [r.box.bbox for r in a.rows + ([a.header] if a.header else []) if r.box.bbox]
+    if ends and b.bbox:
+        return abs(min(e[0] for e in ends) - b.bbox[0]) <= 0.03 * width and \
+            abs(max(e[2] for e in ends) - b.bbox[2]) <= 0.03 * width
+    return True
+
+
+def _table(block: _Block, page: int) -> Piece:
+    rows = block.rows or []
+    boxes: list[Box] = []
+    for i in range(len(rows)):
+        if block.row_y and block.col_x and len(block.row_y) == len(rows) + 1:
+            boxes.append(Box(page, (block.col_x[0], block.row_y[i], block.col_x[-1], block.row_y[i + 1])))
+        else:
+            boxes.append(Box(page, block.bbox))
+    all_rows = [Row(list(r), b) for r, b in zip(rows, boxes)]
+    return Piece(PieceKind.TABLE, header=all_rows[0], rows=all_rows[1:], col_x=block.col_x)
+
+
+def _piece(block: _Block, page: int) -> Piece:
+    if block.is_table:
+        return _table(block, page)
+    if block.is_heading:
+        return Piece(PieceKind.HEADING, block.text, [Span(0, len(block.text), Box(page, block.bbox))],
+                     level=block.level or 2)
+    return Piece(PieceKind.TEXT, block.text, [Span(0, len(block.text), Box(page, block.bbox))])
+
+
+def _extend(piece: Piece, block: _Block, page: int) -> None:
+    text, at = _joined(piece.text, block.text)
+    piece.text = text
+    piece.spans.append(Span(at, len(text), Box(page, block.bbox)))
+
+
+def _column_break(prev: _Block, block: _Block) -> bool:
+    """``block`` starts a new column: above where ``prev`` started, and to its right."""
+    if not prev.bbox or not block.bbox:
+        return False
+    return block.bbox[1] < prev.bbox[1] - 1 and block.bbox[0] >= prev.bbox[2] - 5
+
+
+def read_document(results: Sequence[dict[str, Any]]) -> Reading:
+    """``results``: the document's page results (``PageResult.as_dict()``), failed pages left out."""
+    pages = _pages(results)
+    running = _running(pages)
+    pieces: list[Piece] = []
+    set_aside: list[RunningLine] = []
+    joins = 0
+    previous: _Page | None = None
+    for pi, page in enumerate(pages):
+        body = []
+        for bi, b in enumerate(page.blocks):
+            if (pi, bi) in running:
+                set_aside.append(RunningLine(page.number, b.bbox, b.text))  # type: ignore[arg-type]
+            else:
+                body.append(b)
+        if not body:
+            continue
+        start = len(pieces)  # the previous page's pieces end here
+        consecutive = previous is not None and page.number == previous.number + 1
+        taken = _join_over_page_break(pieces, body, page) if consecutive else None
+        if taken is not None:
+            joins += 1
+        last_block: _Block | None = None
+        for k, block in enumerate(body):
+            if k == taken:
+                continue
+            if (last_block is not None and pieces and len(pieces) > start and pieces[-1].kind == PieceKind.TEXT
+                    and block.type == "text" and _column_break(last_block, block)
+                    and _continues(pieces[-1].text, block.text, strict=False)):
+                _extend(pieces[-1], block, page.number)
+                joins += 1
+            else:
+                pieces.append(_piece(block, page.number))
+            last_block = block
+        previous = page
+    return Reading(pieces, set_aside, joins)
+
+
+def _join_over_page_break(pieces: list[Piece], body: list[_Block], page: _Page) -> int | None:
+    """Join the first body block(s) of ``page`` to what the previous page left open; the
+    index in ``body`` of the block that was taken, or None."""
+    if not pieces:
+        return None
+    # A table going on: the next page's first block is a table with the same columns.
+    last, first = pieces[-1], body[0]
+    if last.kind == PieceKind.TABLE and first.is_table and last.last_page == page.number - 1 \
+            and _same_columns(last, first, page.width):
+        more = _table(first, page.number)
+        rows = ([more.header] if more.header else []) + more.rows
+        head = last.header.cells if last.header else []
+        if rows and head and [_mask(c) for c in rows[0].cells] == [_mask(c) for c in head]:
+            rows = rows[1:]  # the header, repeated on the new page
+        last.rows.extend(rows)
+        return 0
+    # A paragraph going on: the previous page's last open paragraph, stepping back over up to
+    # _LOOK pieces that are not one (a footnote, a figure's labels), none of them a heading.
+    for back in range(1, min(_LOOK, len(pieces)) + 1):
+        candidate = pieces[-back]
+        if candidate.kind == PieceKind.HEADING or candidate.last_page != page.number - 1:
+            return None
+        if (candidate.kind == PieceKind.TEXT and _is_open(candidate.text) and _size(candidate.text) >= _SHORT
+                and not _FOOTNOTE.match(candidate.text)):
+            return _continuation(candidate, body, page.number, stepped=back > 1)
+    return None
+
+
+def _continuation(candidate: Piece, body: list[_Block], page: int, stepped: bool) -> int | None:
+    """Extend ``candidate`` with the first text of ``body`` that continues it, stepping over up
+    to _LOOK short or non-text blocks (never a heading); its index, or None."""
+    for k, block in enumerate(body[:_LOOK]):
+        if block.is_heading:
+            return None
+        if block.type != "text":
+            continue
+        if _continues(candidate.text, block.text, strict=stepped or k > 0):
+            _extend(candidate, block, page)
+            return k
+        if _size(block.text) >= _SHORT:  # a paragraph that does not continue it
+            return None
+    return None

@@ -1,0 +1,149 @@
+"""The document reader on real pages: a PDF written here with a running header, page
+numbers, a paragraph over a page break and a ruled table over a page break, read from its
+text layer and, for the same rules on OCR'd pages, from an image-only copy through PP-OCR."""
+
+from __future__ import annotations
+
+import pymupdf
+import pytest
+
+from kb.chunking import ChunkKind, chunk_document
+from kb.reading import PieceKind, read_document
+from ocr_engine.backends.textlayer import extract_range
+from tests.pdfs import GUIDE_HEADER, GUIDE_SPLIT, GUIDE_TABLE, guide_pdf, scanned_copy
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def textlayer_pages(data: bytes) -> list[dict]:
+    with pymupdf.open(stream=data) as doc:
+        return [r.as_dict() for r in extract_range(doc, 1, doc.page_count)]
+
+
+@pytest.fixture(scope="module")
+def guide() -> list[dict]:
+    return textlayer_pages(guide_pdf())
+
+
+def overlaps(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_a_paragraph_over_a_page_break_is_one_chunk_located_on_both_pages(guide):
+    chunks = chunk_document(read_document(guide), words, max_tokens=80)
+    whole = " ".join(GUIDE_SPLIT)
+    [chunk] = [c for c in chunks if whole in c.text]
+    assert chunk.pages == [1, 2]
+    with pymupdf.open(stream=guide_pdf()) as doc:
+        for page_no, half in zip((1, 2), GUIDE_SPLIT):
+            word = half.split()[-1 if page_no == 1 else 0].rstrip(".")
+            where = doc[page_no - 1].search_for(word)
+            assert where and any(b.page == page_no and overlaps(b.bbox, tuple(where[0])) for b in chunk.boxes), \
+                (page_no, word, chunk.boxes)
+
+
+def test_running_headers_and_page_numbers_stay_in_the_page_results_but_not_in_chunks(guide):
+    reading = read_document(guide)
+    assert sorted((r.page, r.text) for r in reading.running) == sorted(
+        [(n, GUIDE_HEADER) for n in (1, 2, 3)] + [(n, str(n)) for n in (1, 2, 3)])
+    assert all(GUIDE_HEADER in p["markdown"] for p in guide)  # the stored reading keeps them
+    chunks = chunk_document(reading, words, max_tokens=80)
+    assert chunks and not any("Field Guide" in c.text for c in chunks)
+    assert not any(c.text.strip().endswith(("1", "2")) for c in chunks if c.kind == ChunkKind.TEXT)
+
+
+def test_a_table_continued_on_the_next_page_is_one_table_with_its_header_in_every_chunk(guide):
+    reading = read_document(guide)
+    [table] = [p for p in reading.pieces if p.kind == PieceKind.TABLE]
+    assert table.header.cells == GUIDE_TABLE[0]
+    assert [r.cells for r in table.rows] == GUIDE_TABLE[1:]  # the repeated header is not a row
+    assert table.pages == [2, 3]
+    # a budget that fits two rows: three chunks, each led by the header row
+    parts = [c for c in chunk_document(reading, words, max_tokens=26) if c.kind == ChunkKind.TABLE]
+    assert len(parts) >= 2
+    assert all(c.text.startswith("| code | meaning |\n| --- | --- |\n") for c in parts)
+    assert sum(c.text.count("| E") for c in parts) == len(GUIDE_TABLE) - 1
+    assert {p for c in parts for p in c.pages} == {2, 3} and all(c.tokens <= 26 for c in parts)
+
+
+def test_a_closed_paragraph_at_the_foot_of_a_page_is_not_joined_to_the_next():
+    data = guide_pdf()
+    pages = textlayer_pages(data)
+    # close the open paragraph of page 1: the reader must now keep pages apart
+    for b in pages[0]["blocks"]:
+        if b["text"].startswith(GUIDE_SPLIT[0][:20]):
+            b["text"] += "."
+    chunks = chunk_document(read_document(pages), words, max_tokens=80)
+    assert all(c.pages in ([1], [2], [3], [2, 3]) for c in chunks), [c.pages for c in chunks]
+
+
+def test_results_stored_before_page_sizes_and_heading_levels_read_the_same(guide):
+    old = [{**p, "width": None, "height": None, "blocks": [{k: v for k, v in b.items() if k != "level"}
+                                                          for b in p["blocks"]]} for p in guide]
+    a, b = chunk_document(read_document(guide), words), chunk_document(read_document(old), words)
+    assert [(c.text, c.pages, c.section) for c in a] == [(c.text, c.pages, c.section) for c in b]
+
+
+def test_a_page_of_markdown_only_is_read_without_boxes():
+    pages = [{"page": 1, "markdown": "## Setup\n\nMount the pump with its motor on a level", "blocks": []},
+             {"page": 2, "markdown": "concrete foundation with four bolts.", "blocks": []}]
+    [chunk] = chunk_document(read_document(pages), words)
+    assert chunk.pages == [1, 2] and chunk.section == "Setup"
+    assert chunk.text == "Mount the pump with its motor on a level concrete foundation with four bolts."
+    assert all(b.bbox is None for b in chunk.boxes)
+
+
+def block(text: str, bbox, kind: str = "text") -> dict:
+    return {"type": kind, "bbox": list(bbox), "text": text}
+
+
+def test_the_bottom_of_a_column_joins_the_top_of_the_next_column():
+    left = block("The impeller must be balanced after every repair of the casing, because an", (50, 100, 290, 700))
+    right = block("unbalanced impeller wears the seal out within weeks.", (310, 90, 550, 130))
+    after = block("A new paragraph in the right column starts here and is complete.", (310, 140, 550, 200))
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": [left, right, after]}]
+    reading = read_document(pages)
+    assert reading.joins == 1
+    assert reading.pieces[0].text.endswith("because an unbalanced impeller wears the seal out within weeks.")
+    assert len(reading.pieces) == 2
+
+
+def test_a_footnote_between_the_two_halves_is_stepped_over():
+    p1 = [block("Long paragraph text that fills the page with prose and goes on without an end, until the", (50, 80, 550, 700)),
+          block("¹ A footnote at the foot of the page, which is complete.", (50, 720, 550, 735))]
+    p2 = [block("pump stops and the valves close.", (50, 80, 550, 100))]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
+             {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
+    reading = read_document(pages)
+    assert reading.pieces[0].text.endswith("until the pump stops and the valves close.")
+    assert reading.pieces[0].pages == [1, 2] and reading.pieces[1].text.startswith("¹ A footnote")
+
+
+def test_chinese_continues_chinese_but_code_does_not_continue_into_chinese():
+    p1 = [block("数字化成果应当在异地机房每周备份一次，备份介质应当", (50, 80, 550, 700))]
+    p2 = [block("定期检测并记录结果。", (50, 80, 550, 100))]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
+             {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
+    assert read_document(pages).pieces[0].text == "数字化成果应当在异地机房每周备份一次，备份介质应当定期检测并记录结果。"
+    p1 = [block("install -m644 gentoorc-example $(DESTDIR)/etc/gentoorc", (50, 80, 550, 700))]
+    p2 = [block("你一定会注意到规则里在其他命令前有了一个命令。", (50, 80, 550, 100))]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
+             {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
+    assert len(read_document(pages).pieces) == 2
+
+
+def test_scanned_pages_are_read_by_the_same_rules():
+    """The same guide as an image-only copy, read by PP-OCR: the running header and the page
+    numbers are set aside and the paragraph over the break is one chunk on pages 1 and 2."""
+    from ocr_engine.engine import OcrEngine
+
+    scan = scanned_copy(guide_pdf(), dpi=150)
+    pages = [r.as_dict() for r in OcrEngine().parse_pdf(scan, 1, 3, backend="ppocr")]
+    reading = read_document(pages)
+    assert {r.page for r in reading.running if "Guide" in r.text} == {1, 2, 3}
+    chunks = chunk_document(reading, words, max_tokens=80)
+    [chunk] = [c for c in chunks if "certified" in c.text]
+    assert chunk.pages == [1, 2] and "every three years" in chunk.text
+    assert not any("Field Guide" in c.text for c in chunks)
