@@ -158,9 +158,12 @@ class Retriever:
         return self.search_many([query], top_k, (mode,), where)[mode][0]
 
     def _hit(self, h, query: str) -> dict[str, Any]:
-        return {"score": round(h.score, 4), "key": h.key, "pages": h.pages, "text": h.text,
+        # boxes: [{"page", "bbox"}] in PDF points of the displayed page (none in chunks
+        # indexed before chunks were located); kind: "text" or "table"
+        return {"id": h.id, "score": round(h.score, 4), "key": h.key, "pages": h.pages, "text": h.text,
                 "snippet": snippet(h.text, query, self.encoder.tokenizer), "section": h.payload.get("section"),
-                "version_id": h.payload.get("version_id"), "doc_id": h.payload.get("doc_id")}
+                "version_id": h.payload.get("version_id"), "doc_id": h.payload.get("doc_id"),
+                "kind": h.payload.get("kind", "text"), "boxes": h.payload.get("boxes", [])}
 
 
 _CJK = re.compile(r"[\u3400-\u9fff]")

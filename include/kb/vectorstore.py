@@ -46,6 +46,7 @@ def point_id(doc_id: str, sha256: str, chunk_index: int) -> str:
 
 @dataclass
 class Hit:
+    id: str
     score: float
     key: str
     pages: list[int]
@@ -236,6 +237,13 @@ class VectorStore:
             flt = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value=doc_id))])
         return self.client.count(self.collection, count_filter=flt, exact=True).count
 
+    def payload(self, point: str) -> dict[str, Any] | None:
+        """One chunk's payload by its point id; None when there is no such point."""
+        if not self.client.collection_exists(self.collection):
+            return None
+        found = self.client.retrieve(self.collection, [point], with_payload=True, with_vectors=False)
+        return dict(found[0].payload or {}) if found else None
+
     def points(self, doc_id: str | None = None, with_vectors: bool = False) -> list[models.Record]:
         """Every point (payload; vectors if asked) of one document or of the collection."""
         if not self.client.collection_exists(self.collection):
@@ -285,6 +293,7 @@ class VectorStore:
                                               with_payload=True)
         return [
             Hit(
+                id=str(p.id),
                 score=float(p.score),
                 key=p.payload.get("key", ""),
                 pages=list(p.payload.get("pages", [])),

@@ -161,6 +161,6 @@ class UnlimitedBackend:
                 chars=count_chars(markdown), model_version=self.model_version, weights_digest=self.weights_digest,
                 tokens_in=self.visual_tokens_per_page, tokens_out=len(page_tokens), seconds=seconds,
                 device_seconds=round(decoded.device_seconds / n, 4), kv_peak_bytes=decoded.kv_peak_bytes,
-                kv_mean_bytes=decoded.kv_mean_bytes, batch_size=decoded.batch_size,
+                kv_mean_bytes=decoded.kv_mean_bytes, batch_size=decoded.batch_size, width=width, height=height,
             ))
         return results

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 
 from ocr_engine.schema import Block
+from ocr_engine.tables import parse_table_text, table_block
 
 PAGE_SEPARATOR = "<PAGE>"
 _DETECTION = re.compile(r"<\|det\|>(\S+) \[(\d+), (\d+), (\d+), (\d+)\]<\|/det\|>(.*?)(?=<\|det\|>|<PAGE>|\Z)", re.DOTALL)
 _MARKDOWN = {"title": "## {}", "sub_title": "### {}", "formula": "$$\n{}\n$$"}
+_LEVELS = {"title": 2, "sub_title": 3}
 _SKIP = {"image", "figure", "seal"}
 
 
@@ -31,7 +33,11 @@ def parse_blocks(page_text: str, page_width: float, page_height: float) -> list[
     for kind, x1, y1, x2, y2, body in _DETECTION.findall(page_text):
         sx, sy = page_width / 999.0, page_height / 999.0
         bbox = (int(x1) * sx, int(y1) * sy, int(x2) * sx, int(y2) * sy)
-        blocks.append(Block(kind, tuple(round(v, 2) for v in bbox), body.strip()))
+        rows = parse_table_text(body) if kind == "table" else []
+        if rows:  # the model writes tables as HTML: cells, so a table on the next page can join it
+            blocks.append(table_block(rows, bbox))
+        else:
+            blocks.append(Block(kind, tuple(round(v, 2) for v in bbox), body.strip(), level=_LEVELS.get(kind)))
     if not blocks and page_text.strip():
         # Output without detection tags is plain text for the whole page.
         blocks.append(Block("text", (0.0, 0.0, page_width, page_height), _strip_tags(page_text)))

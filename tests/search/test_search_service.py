@@ -24,6 +24,7 @@ from kb.pipeline.sense import sense
 from kb.samples import ARCHIVE_RULES, PUMP_MANUAL, write_pdf
 from kb.settings import PipelineSettings
 from tests.conftest import free_ports, serve
+from tests.highlight import highlighted_box, overlaps
 
 pytestmark = pytest.mark.integration
 KEY = "search-test-key"
@@ -89,16 +90,23 @@ def assert_error(resp: httpx.Response, status: int, code: str, field: str | None
         assert error["field"] == field, error
 
 
-def test_a_question_finds_its_page_with_everything_a_client_needs(service):
+def test_a_question_finds_its_page_with_everything_a_client_needs(service, kb):
     resp = ask(service, {"query": SECRET_QUESTION, "top_k": 3})
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert body["took_ms"] > 0
     top = body["hits"][0]
-    assert {"score", "key", "pages", "section", "snippet", "text", "version_id", "page_url"} <= set(top)
-    assert top["key"] == "manuals/aquila-p200-manual.pdf" and top["pages"] == [4]
+    assert {"id", "score", "key", "pages", "section", "snippet", "text", "version_id", "page_url", "page_urls",
+            "boxes", "kind"} <= set(top)
+    assert top["key"] == "manuals/aquila-p200-manual.pdf" and top["pages"] == [4] and top["kind"] == "text"
     assert "<mark>impeller</mark>" in top["snippet_html"] and "<mark>seal</mark>" in top["snippet_html"]
-    assert top["page_url"].startswith("/v1/documents/") and top["page_url"].endswith(f"?version={top['version_id']}")
+    assert top["page_url"].startswith("/v1/documents/") and top["page_urls"] == [top["page_url"]]
+    assert top["page_url"].endswith(f"?version={top['version_id']}&chunk={top['id']}")
+    # located: the boxes are on the hit's page, around the answer's words in the text layer
+    with pymupdf.open(kb["docs"] / "aquila-p200-manual.pdf") as doc:
+        answer = doc[3].search_for("2,000 operating hours")
+    assert answer and top["boxes"] and {b["page"] for b in top["boxes"]} == {4}
+    assert any(overlaps(b["bbox"], tuple(answer[0])) for b in top["boxes"])
     zh = ask(service, {"query": "档案扫描分辨率不低于多少？", "top_k": 1}, key="rotated-key", header="x-api-key").json()
     assert zh["hits"][0]["key"] == "rules/archive-digitization-rules-zh.pdf" and zh["hits"][0]["pages"] == [2]
 
@@ -142,11 +150,41 @@ def test_the_page_behind_a_hit_is_rendered_from_its_exact_version(service, kb):
     assert httpx.get(service["base"] + hit["page_url"], headers=headers, timeout=30).status_code == 200
 
     doc_id = hit["page_url"].split("/")[3]
+    other = ask(service, {"query": "档案扫描分辨率不低于多少？", "top_k": 1}).json()["hits"][0]
     for url, code in ((f"/v1/documents/{doc_id}/pages/99.png?version={hit['version_id']}", "unknown_page"),
                       (f"/v1/documents/{doc_id}/pages/1.png?version=no-such-version", "unknown_version"),
-                      ("/v1/documents/00000000-0000-0000-0000-000000000000/pages/1.png", "unknown_document")):
+                      ("/v1/documents/00000000-0000-0000-0000-000000000000/pages/1.png", "unknown_document"),
+                      (f"/v1/documents/{doc_id}/pages/4.png?chunk={other['id']}", "unknown_chunk"),
+                      (f"/v1/documents/{doc_id}/pages/4.png?chunk=00000000-0000-0000-0000-000000000000",
+                       "unknown_chunk"),
+                      (f"/v1/documents/{doc_id}/pages/4.png?chunk={hit['id']}&version=no-such-version",
+                       "unknown_chunk")):
         assert_error(httpx.get(service["base"] + url, headers=headers, timeout=30), 404, code)
+    assert_error(httpx.get(f"{service['base']}/v1/documents/{doc_id}/pages/4.png?chunk=not-an-id", headers=headers,
+                           timeout=30), 422, "invalid_request", "chunk")
     assert_error(httpx.get(service["base"] + hit["page_url"]), 401, "unauthorized")
+
+
+def test_the_page_behind_a_hit_comes_with_the_hit_highlighted_on_its_words(service, kb):
+    """The page endpoint draws the hit's boxes: the highlight covers the answer's words, as
+    the text layer places them, and the plain page has none."""
+    headers = {"Authorization": f"Bearer {KEY}"}
+    hit = ask(service, {"query": "What does error code E17 mean?", "top_k": 1}).json()["hits"][0]
+    assert hit["pages"] == [5]
+    highlighted = httpx.get(service["base"] + hit["page_url"], headers=headers, timeout=30)
+    plain = httpx.get(service["base"] + hit["page_url"].split("&chunk=")[0], headers=headers, timeout=30)
+    assert highlighted.status_code == plain.status_code == 200
+    assert highlighted_box(plain.content) is None
+    box = highlighted_box(highlighted.content)
+    assert box is not None
+    with pymupdf.open(kb["docs"] / "aquila-p200-manual.pdf") as doc:
+        page = doc[4]
+        scale = pymupdf.Pixmap(highlighted.content).width / page.rect.width
+        answer = page.search_for("the motor is overheating")
+        elsewhere = page.search_for("Troubleshooting and error codes")  # the heading: a label, not a box
+    in_points = tuple(v / scale for v in box)
+    assert answer and all(overlaps(in_points, tuple(r)) for r in answer), (in_points, answer)
+    assert elsewhere and not any(overlaps(in_points, tuple(r)) for r in elsewhere)
 
 
 def test_writes_while_serving_fail_no_query_and_show_up_within_seconds(service, kb):

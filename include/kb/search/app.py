@@ -14,7 +14,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -199,17 +199,34 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
             _log("query", request_id=request.state.request_id, query=body.query, mode=body.mode, hits=len(hits))
         tokenizer = retriever.encoder.tokenizer
         for hit in hits:
-            hit["page_url"] = page_url(hit)
+            hit["page_urls"] = page_urls(hit)
+            hit["page_url"] = hit["page_urls"][0] if hit["page_urls"] else None
             hit["snippet_html"] = mark_terms(hit["snippet"], body.query, tokenizer)
         # plain JSON: FastAPI's encoder would walk every hit again for nothing (~2 ms a query)
         return JSONResponse({"hits": hits, "took_ms": round(seconds * 1000, 2)})
 
+    def chunk_boxes(doc_id: str, page: int, version: str | None, chunk: str) -> tuple[str | None, list]:
+        """The version a chunk was cut from and its boxes on ``page``; 404 unless the chunk is
+        this document's, at this version."""
+        with reader() as vs:
+            payload = vs.payload(chunk)
+        if not payload or payload.get("doc_id") != doc_id:
+            raise E.NotFound(f"no chunk {chunk} in document {doc_id}", code="unknown_chunk")
+        if version is not None and payload.get("version_id") not in (None, version):
+            raise E.NotFound(f"chunk {chunk} is of another version of the document", code="unknown_chunk")
+        boxes = [b["bbox"] for b in payload.get("boxes") or [] if b.get("page") == page and b.get("bbox")]
+        return version or payload.get("version_id"), boxes
+
     @app.get("/v1/documents/{doc_id}/pages/{page:int}.png")
-    async def page_image(doc_id: str, page: int, request: Request, version: str | None = None):
+    async def page_image(doc_id: str, page: int, request: Request, version: str | None = None,
+                         chunk: str | None = Query(None, pattern=_UUID, description="a hit's id: its boxes are drawn")):
+        def render() -> bytes:
+            at, boxes = chunk_boxes(doc_id, page, version, chunk) if chunk else (version, [])
+            return render_png(request.app.state.objects, Ledger.for_settings(pipeline, request.app.state.objects),
+                              doc_id, page, at, settings.page_dpi, settings.max_page_pixels, boxes)
+
         try:
-            png = await anyio.to_thread.run_sync(lambda: render_png(
-                request.app.state.objects, Ledger.for_settings(pipeline, request.app.state.objects), doc_id, page, version,
-                settings.page_dpi, settings.max_page_pixels))
+            png = await anyio.to_thread.run_sync(render)
         except PageNotFound as exc:
             raise E.NotFound(exc.message, code=exc.code) from None
         return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
@@ -217,9 +234,14 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
     return app
 
 
-def page_url(hit: dict[str, Any]) -> str | None:
-    """Where the image of a hit's first page is, at the exact version the chunk came from."""
+_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+
+
+def page_urls(hit: dict[str, Any]) -> list[str]:
+    """Where the image of each of a hit's pages is, at the exact version the chunk came from,
+    with the hit's boxes drawn on it."""
     if not hit.get("doc_id") or not hit.get("pages"):
-        return None
-    url = f"/v1/documents/{hit['doc_id']}/pages/{hit['pages'][0]}.png"
-    return url + (f"?version={quote(hit['version_id'], safe='')}" if hit.get("version_id") else "")
+        return []
+    query = {"version": hit.get("version_id"), "chunk": hit.get("id")}
+    tail = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in query.items() if v)
+    return [f"/v1/documents/{hit['doc_id']}/pages/{n}.png" + (f"?{tail}" if tail else "") for n in hit["pages"]]

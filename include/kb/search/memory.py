@@ -8,14 +8,15 @@ with Qdrant's IDF (``ln((N - df + 0.5) / (df + 0.5) + 1)`` over every point, app
 query) and Qdrant's own reciprocal rank fusion (``qdrant_client.hybrid.fusion``) on the
 two lists. A test checks that it ranks as Qdrant's local mode does, on the same store.
 
-It answers ``search`` and ``dimension`` as ``kb.vectorstore.VectorStore`` does, so a
-``Retriever`` takes either.
+It answers ``search``, ``payload`` and ``dimension`` as ``kb.vectorstore.VectorStore`` does,
+so a ``Retriever`` (and the page endpoint) takes either.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,14 @@ class MemoryStore:
 
     def dimension(self) -> int | None:
         return self.dense.shape[1] if self.ids else None
+
+    @cached_property
+    def _rows(self) -> dict[str, int]:
+        return {pid: i for i, pid in enumerate(self.ids)}
+
+    def payload(self, point: str) -> dict[str, Any] | None:
+        row = self._rows.get(point)
+        return None if row is None else self.payloads[row]
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -125,7 +134,7 @@ class MemoryStore:
         return keep
 
     def _hits(self, ranked: list[tuple[int, float]]) -> list[Hit]:
-        return [Hit(score=float(score), key=self.payloads[i].get("key", ""), pages=list(self.payloads[i].get("pages", [])),
+        return [Hit(id=self.ids[i], score=float(score), key=self.payloads[i].get("key", ""), pages=list(self.payloads[i].get("pages", [])),
                     text=self.payloads[i].get("text", ""), payload=self.payloads[i]) for i, score in ranked]
 
 

@@ -1,5 +1,6 @@
 """The search page at ``GET /``: a query box, results with key, pages, a snippet with the
-matched terms marked, and the page image behind each hit.
+matched terms marked, and the image of each page behind a hit with the hit's text
+highlighted on it (the page endpoint draws the hit's boxes: ``?chunk=<hit id>``).
 
 The page is static; it calls the API with the key the user gives it (kept in the browser's
 session storage). ``kb status`` prints the page's address with the key in the URL's
@@ -39,11 +40,12 @@ if (fromFragment) { sessionStorage.setItem("kbKey", fromFragment); history.repla
 keyBox.value = sessionStorage.getItem("kbKey") || "";
 function headers() { sessionStorage.setItem("kbKey", keyBox.value); return {"Authorization": "Bearer " + keyBox.value}; }
 function text(tag, value, cls) { const e = document.createElement(tag); e.textContent = value; if (cls) e.className = cls; return e; }
-async function showPage(hit, link, item) {
-  const resp = await fetch(hit.page_url, {headers: headers()});
+async function showPage(hit, n, link, item) {
+  const resp = await fetch(hit.page_urls[n], {headers: headers()});
   if (!resp.ok) { item.appendChild(text("p", "page image: HTTP " + resp.status, "error")); return; }
   const img = document.createElement("img");
-  img.className = "page"; img.alt = hit.key + " page " + hit.pages[0];
+  img.className = "page"; img.alt = hit.key + " page " + hit.pages[n] + ", the hit highlighted";
+  img.dataset.page = hit.pages[n];
   img.src = URL.createObjectURL(await resp.blob());
   item.appendChild(img); link.remove();
 }
@@ -66,9 +68,11 @@ document.getElementById("search").addEventListener("submit", async (ev) => {
                                   " · score " + hit.score, "meta"));
     const snip = document.createElement("p"); snip.className = "snippet"; snip.innerHTML = hit.snippet_html;
     item.appendChild(snip);
-    const link = text("a", "show page " + hit.pages[0], "page-link"); link.href = "#";
-    link.addEventListener("click", (e) => { e.preventDefault(); showPage(hit, link, item); });
-    item.appendChild(link);
+    hit.page_urls.forEach((url, n) => {
+      const link = text("a", "show page " + hit.pages[n], "page-link"); link.href = "#"; link.dataset.page = hit.pages[n];
+      link.addEventListener("click", (e) => { e.preventDefault(); showPage(hit, n, link, item); });
+      item.appendChild(link); item.appendChild(document.createTextNode(" "));
+    });
     list.appendChild(item);
   }
 });
