@@ -2,10 +2,12 @@
 
 A question is one JSON line ``{"doc", "page", "question", "answer_substring"}``: ``doc`` is
 the document's key in the inbox bucket, ``page`` the 1-based page whose text holds
-``answer_substring`` verbatim. It is found at rank r when the r-th hit comes from ``doc``
-and covers ``page``. Groups: ``en`` (English question, English document), ``zh`` (Chinese
-and Chinese), ``cross`` (the question's language differs from the document's, which is
-the language of its answer).
+``answer_substring`` verbatim. An answer that runs over a page break names both pages,
+``"pages": [p, p + 1]`` (``page`` is p). A question is found at rank r when the r-th hit
+comes from ``doc`` and covers every one of its pages. Groups: ``cross-page`` (the answer
+runs over a page break: a hit must hold both halves), else ``en`` (English question,
+English document), ``zh`` (Chinese and Chinese), ``cross`` (the question's language differs
+from the document's, which is the language of its answer).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class Searcher(Protocol):
     def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None
                     ) -> dict[str, list[list[dict[str, Any]]]]: ...
 
-GROUPS = ("en", "zh", "cross")
+GROUPS = ("en", "zh", "cross", "cross-page")
 FIELDS = {"doc": str, "page": int, "question": str, "answer_substring": str}
 
 
@@ -35,11 +37,18 @@ class Question:
     page: int
     question: str
     answer_substring: str
+    pages: tuple[int, ...] = ()  # an answer over a page break: both pages
 
     @property
     def group(self) -> str:
+        if len(self.pages) > 1:
+            return "cross-page"
         q, d = language(self.question), language(self.answer_substring)
         return q if q == d else "cross"
+
+    @property
+    def wanted_pages(self) -> set[int]:
+        return set(self.pages) or {self.page}
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -60,7 +69,11 @@ def load_questions(path: Path) -> list[Question]:
                 raise EvalSetError(f"{path}:{n}: field {name!r} must be a {kind.__name__}")
         if data["page"] < 1 or not data["question"].strip() or not data["answer_substring"].strip():
             raise EvalSetError(f"{path}:{n}: page must be >= 1 and question and answer_substring non-empty")
-        out.append(Question(**{k: data[k] for k in FIELDS}))
+        pages = data.get("pages", [data["page"]])
+        if (not isinstance(pages, list) or not pages or not all(type(p) is int for p in pages)
+                or pages[0] != data["page"] or pages != list(range(pages[0], pages[0] + len(pages)))):
+            raise EvalSetError(f"{path}:{n}: pages must be consecutive page numbers starting at page")
+        out.append(Question(**{k: data[k] for k in FIELDS}, pages=tuple(pages) if len(pages) > 1 else ()))
     if not out:
         raise EvalSetError(f"{path}: no questions")
     return out
@@ -68,7 +81,7 @@ def load_questions(path: Path) -> list[Question]:
 
 def rank_of(q: Question, hits: list[dict[str, Any]]) -> int | None:
     for rank, h in enumerate(hits, 1):
-        if h["key"] == q.doc and q.page in h["pages"]:
+        if h["key"] == q.doc and q.wanted_pages <= set(h["pages"]):
             return rank
     return None
 
@@ -102,7 +115,7 @@ def format_report(report: dict[str, Any]) -> str:
     k = report["top_k"]
     modes = list(report["modes"])
     groups = [g for g in GROUPS + ("all",) if any(g in report["modes"][m]["groups"] for m in modes)]
-    header = f"{'group':8} {'n':>4} " + " ".join(f"{m + ' R@' + str(k):>12} {m + ' MRR':>11}" for m in modes)
+    header = f"{'group':10} {'n':>4} " + " ".join(f"{m + ' R@' + str(k):>12} {m + ' MRR':>11}" for m in modes)
     lines = [header, "-" * len(header)]
     for g in groups:
         n = next(report["modes"][m]["groups"][g]["n"] for m in modes if g in report["modes"][m]["groups"])
@@ -110,12 +123,13 @@ def format_report(report: dict[str, Any]) -> str:
         for m in modes:
             row = report["modes"][m]["groups"].get(g)
             cells.append(f"{row[f'recall@{k}']:>12.3f} {row['mrr']:>11.3f}" if row else f"{'-':>12} {'-':>11}")
-        lines.append(f"{g:8} {n:>4} " + " ".join(cells))
+        lines.append(f"{g:10} {n:>4} " + " ".join(cells))
     last = modes[-1]
     misses = report["modes"][last]["misses"]
     lines.append("")
     lines.append(f"misses ({last}, top {k}): {len(misses)}")
     for m in misses:
         top = ", ".join(f"{h['key']} p.{','.join(map(str, h['pages']))}" for h in m["top"]) or "(no hits)"
-        lines.append(f"  [{m['group']}] {m['question']}  (want {m['doc']} p.{m['page']}; got {top})")
+        want = "-".join(map(str, m["pages"] or [m["page"]]))
+        lines.append(f"  [{m['group']}] {m['question']}  (want {m['doc']} p.{want}; got {top})")
     return "\n".join(lines)

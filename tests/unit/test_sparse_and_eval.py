@@ -69,11 +69,21 @@ def test_rank_needs_the_right_document_and_page():
     assert rank_of(q, hits) == 3 and rank_of(q, hits[:2]) is None
 
 
+def test_an_answer_over_a_page_break_needs_a_hit_that_holds_both_pages():
+    q = Question("a.pdf", 3, "q", "x", pages=(3, 4))
+    assert q.group == "cross-page"
+    halves = [{"key": "a.pdf", "pages": [3]}, {"key": "a.pdf", "pages": [4]}, {"key": "b.pdf", "pages": [3, 4]}]
+    assert rank_of(q, halves) is None
+    assert rank_of(q, halves + [{"key": "a.pdf", "pages": [2, 3, 4]}]) == 4
+
+
 @pytest.mark.parametrize("line, message", [
     ("not json", "not JSON"),
     ('{"doc": "a.pdf", "page": "3", "question": "q", "answer_substring": "x"}', "'page' must be a int"),
     ('{"doc": "a.pdf", "page": 0, "question": "q", "answer_substring": "x"}', "page must be >= 1"),
     ('{"doc": "a.pdf", "page": 1, "question": "q"}', "'answer_substring' must be a str"),
+    ('{"doc": "a.pdf", "page": 1, "pages": [1, 3], "question": "q", "answer_substring": "x"}', "consecutive"),
+    ('{"doc": "a.pdf", "page": 2, "pages": [1, 2], "question": "q", "answer_substring": "x"}', "consecutive"),
 ])
 def test_bad_question_sets_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "qa.jsonl"
@@ -88,3 +98,4 @@ def test_the_projects_eval_set_loads_and_has_every_group():
     questions = load_questions(Path(__file__).resolve().parents[2] / "include" / "eval" / "qa.jsonl")
     groups = [q.group for q in questions]
     assert len(questions) >= 40 and groups.count("en") >= 20 and groups.count("zh") >= 20 and "cross" in groups
+    assert groups.count("cross-page") >= 20
