@@ -26,9 +26,8 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
     import numpy as np
     import pymupdf
 
-    from kb.chunking import chunk_document
     from kb.embedding import make_embedder
-    from kb.reading import read_document
+    from kb.pipeline.index import chunk_pages
     from kb.settings import PipelineSettings
     from kb.sparse import SparseEncoder
     from kb.vectorstore import VectorStore, point_id
@@ -43,9 +42,7 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
         doc = pymupdf.open(path)
         results = extract_range(doc, 1, doc.page_count)
         doc.close()
-        pieces = chunk_document(read_document([r.as_dict() for r in results]), embedder.count_tokens,
-                             max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens - 8),
-                             overlap_sentences=settings.chunk_overlap_sentences)
+        pieces = chunk_pages([r.as_dict() for r in results], embedder, settings)
         texts = [c.embedding_text() for c in pieces]
         vectors.append(embedder.embed(texts))
         sparse.extend(encoder.encode_document(t) for t in texts)

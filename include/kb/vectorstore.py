@@ -210,10 +210,15 @@ class VectorStore:
             ]
             self.client.upsert(self.collection, points=points, wait=True)
 
-    def delete_other_versions(self, doc_id: str, keep_sha256: str | None) -> None:
-        """Remove the document's points of every content version but ``keep_sha256``."""
-        must_not = [models.FieldCondition(key="sha256", match=models.MatchValue(value=keep_sha256))] if keep_sha256 else []
-        self._delete(doc_id, [], must_not)
+    def delete_all_but(self, doc_id: str, keep_ids: Sequence[str]) -> None:
+        """Remove every point of the document but ``keep_ids``: other versions' points, and
+        the chunks of this version that a new chunking no longer makes (same content, fewer
+        chunks: their ids would otherwise stay searchable)."""
+        self._delete(doc_id, [], [models.HasIdCondition(has_id=list(keep_ids))])
+
+    def delete_document(self, doc_id: str) -> None:
+        """Remove every point of the document (it left the inbox)."""
+        self._delete(doc_id, [], [])
 
     def delete_version(self, doc_id: str, sha256: str) -> None:
         """Remove the points of one content version of the document (a write that failed part-way)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kb import failpoints
-from kb.chunking import chunk_document
+from kb.chunking import Chunk, chunk_document
 from kb.embedding import TextEmbedder, make_embedder
 from kb.errors import IncompleteExtraction, ValidationFailed
 from kb.ledger import LedgerEntry, Status
@@ -114,6 +114,17 @@ def check_chunks(ctx: Context, p: Prepared, dimension: int, max_tokens: int) -> 
     return _gate(ctx, p.document, "chunks", frame, chunks_suite(ctx.quality, dimension, max_tokens))
 
 
+def chunk_pages(pages: list[dict[str, Any]], embedder: TextEmbedder, settings) -> list[Chunk]:
+    """A document's page results (failed pages left out) read as one document and chunked
+    within the embedder's window: what index embeds, and what the benchmarks measure."""
+    return chunk_document(
+        read_document([p for p in pages if p.get("status") != FAILED]),
+        embedder.count_tokens,
+        max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens - 8),
+        overlap_sentences=settings.chunk_overlap_sentences,
+    )
+
+
 def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> Prepared:
     """Pages checked, chunked and embedded: everything but the writes."""
     from kb.vectorstore import point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
@@ -121,12 +132,7 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
     started = time.perf_counter()
     loaded = load_pages(ctx, document)
     check_pages(ctx, document, loaded.pages)
-    chunks = chunk_document(
-        read_document([p for p in loaded.pages if p.get("status") != FAILED]),
-        embedder.count_tokens,
-        max_tokens=min(ctx.settings.chunk_max_tokens, embedder.max_tokens - 8),
-        overlap_sentences=ctx.settings.chunk_overlap_sentences,
-    )
+    chunks = chunk_pages(loaded.pages, embedder, ctx.settings)
     texts = [c.embedding_text() for c in chunks]
     vectors = embedder.embed(texts)
     encoder = SparseEncoder(ctx.settings.sparse_tokenizer)
@@ -190,8 +196,9 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
                 vs.upsert(p.ids, p.vectors, p.sparse, p.payloads)
                 if failpoints.claim(failpoints.INDEX_AFTER_UPSERT) is not None:
                     failpoints.kill_this_process()  # a test's fault: killed between the two writes
-                # Only after the new version is in: the old one's points go, none left behind.
-                vs.delete_other_versions(document.doc_id, document.sha256)
+                # Only after the new version is in: the old one's points go, and chunks an
+                # earlier chunking of the same content made beyond these, none left behind.
+                vs.delete_all_but(document.doc_id, p.ids)
             except Exception as exc:
                 log.exception("writing %s to the vector store failed", obj.key)
                 withdraw_partial_write(vs, document, entry)
@@ -237,7 +244,7 @@ def retire(ctx: Context, doc_ids: list[str], run_id: str) -> int:
 
     with VectorStore.open(ctx.settings) as vs:
         for doc_id in doc_ids:
-            vs.delete_other_versions(doc_id, None)
+            vs.delete_document(doc_id)
     for doc_id in doc_ids:
         entry = ctx.ledger.get(doc_id)
         if entry:

@@ -10,24 +10,24 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from kb.chunking import CHUNKING_VERSION
+from kb import chunking
 from kb.embedding import make_embedder
 from kb.settings import PipelineSettings
 from kb.sparse import SparseEncoder
 
 
 def signature_of(embedder_id: str, sparse_tokenizer: str) -> str:
-    return f"{embedder_id}|{SparseEncoder(sparse_tokenizer).signature}|{CHUNKING_VERSION}"
+    return f"{embedder_id}|{SparseEncoder(sparse_tokenizer).signature}|{chunking.CHUNKING_VERSION}"
 
 
 @lru_cache(maxsize=8)
-def _signature(model_dir: str | None, backend: str, tokenizer: str, state_dir: str) -> str:
-    settings = PipelineSettings(embed_model_dir=model_dir, embed_backend=backend, sparse_tokenizer=tokenizer,
-                                state_dir=state_dir)
-    return signature_of(make_embedder(settings).model_id, tokenizer)
+def _embedder_id(model_dir: str | None, backend: str, state_dir: str) -> str:
+    settings = PipelineSettings(embed_model_dir=model_dir, embed_backend=backend, state_dir=state_dir)
+    return make_embedder(settings).model_id
 
 
 def index_signature(settings: PipelineSettings) -> str:
-    """The signature the current settings make (hashes the embedder's weights: ~0.6 s)."""
+    """The signature the current settings make (hashes the embedder's weights once: ~0.6 s)."""
     model_dir = str(settings.embed_model_dir) if settings.embed_model_dir else None
-    return _signature(model_dir, settings.embed_backend, settings.sparse_tokenizer, str(settings.state_dir))
+    return signature_of(_embedder_id(model_dir, settings.embed_backend, str(settings.state_dir)),
+                        settings.sparse_tokenizer)

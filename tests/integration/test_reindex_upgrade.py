@@ -1,0 +1,95 @@
+"""Upgrading the reader re-chunks an existing store once, from its stored page results.
+
+The store is first built as an earlier version of the project left it: an older chunking
+version in the index signature, page results without the fields this version adds (page
+size, heading levels, table grids), points without boxes, and one chunk more than the new
+chunking makes. Against the real S3 server and Qdrant local mode."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from kb.pipeline import signature
+from kb.pipeline.extract import engine_extractor, extract
+from kb.pipeline.index import index_batch
+from kb.pipeline.sense import sense
+from kb.sparse import SparseVector
+from kb.vectorstore import VectorStore, point_id
+from tests.integration.stages import context, plan_run
+from tests.pdfs import guide_pdf, scanned_copy
+
+pytestmark = pytest.mark.integration
+NEW_FIELDS = ("width", "height")
+NEW_BLOCK_FIELDS = ("level", "rows", "col_x", "row_y")
+
+
+def run(ctx, run_id: str, extractor) -> tuple[int, list]:
+    planned = plan_run(ctx, run_id)
+    for rng in planned.ranges:
+        extract(ctx, rng, extractor)
+    return len(planned.documents), index_batch(ctx, planned.documents, run_id)
+
+
+def as_an_earlier_version_left_it(ctx) -> None:
+    """Page results without this version's fields; points without boxes, and a stale chunk."""
+    for obj in ctx.store.list_latest(ctx.artifacts, "pages/"):
+        result = ctx.store.get_json(ctx.artifacts, obj.key)
+        for page in result["pages"]:
+            for name in NEW_FIELDS:
+                page.pop(name, None)
+            for block in page.get("blocks") or []:
+                for name in NEW_BLOCK_FIELDS:
+                    block.pop(name, None)
+        ctx.store.put_json(ctx.artifacts, obj.key, result)
+    with VectorStore.open(ctx.settings) as vs:
+        points = vs.points(with_vectors=True)
+        for p in points:
+            payload = {k: v for k, v in p.payload.items() if k not in ("boxes", "kind")}
+            vs.client.overwrite_payload(vs.collection, payload, points=[p.id])
+        one = points[0]
+        stale = point_id(one.payload["doc_id"], one.payload["sha256"], 999)
+        sparse = one.vector["sparse"]
+        vs.upsert([stale], np.asarray([one.vector["dense"]], dtype=np.float32),
+                  [SparseVector(list(sparse.indices), list(sparse.values))],
+                  [{**{k: v for k, v in one.payload.items() if k not in ("boxes", "kind")}, "chunk_index": 999}])
+
+
+def test_an_upgrade_re_chunks_every_document_once_and_reads_no_page_again(kb_env, monkeypatch):
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    store.put_bytes(inbox, "guides/field-guide.pdf", guide_pdf())
+    store.put_bytes(inbox, "scans/field-guide-scan.pdf", scanned_copy(guide_pdf(), dpi=150))
+    ctx = context()
+
+    monkeypatch.setattr(signature.chunking, "CHUNKING_VERSION", "pages-0")  # what an earlier version wrote
+    planned, results = run(ctx, f"run-{uuid.uuid4().hex[:6]}", engine_extractor)
+    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    old_signature = signature.index_signature(ctx.settings)
+    as_an_earlier_version_left_it(ctx)
+    monkeypatch.undo()
+
+    # the new version: both documents are work again, and no page is read again
+    assert signature.index_signature(ctx.settings) != old_signature
+    assert len(sense(ctx).todo) == 2
+    reads = []
+
+    def counting(data, first, last, backend="auto"):
+        reads.append((first, last))
+        return engine_extractor(data, first, last, backend)
+
+    planned, results = run(ctx, "run-upgrade", counting)
+    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    assert reads == [], "page results were read again instead of reused"
+    with VectorStore.open(ctx.settings) as vs:
+        points = vs.points()
+    assert len(points) == sum(r.chunks for r in results), "stale chunks of the old chunking are left"
+    assert all(p.payload.get("boxes") and p.payload["boxes"][0]["bbox"] for p in points)
+    spanning = [p for p in points if "certified technician" in p.payload["text"]]
+    assert {p.payload["key"] for p in spanning} == {"guides/field-guide.pdf", "scans/field-guide-scan.pdf"}
+    assert all(p.payload["pages"] == [1, 2] for p in spanning)
+    assert all(ctx.ledger.get(r.doc_id).index_signature == signature.index_signature(ctx.settings) for r in results)
+
+    # once: the next run has nothing to do
+    assert sense(ctx).todo == []
