@@ -318,6 +318,14 @@ def cmd_bench_corpus(args: argparse.Namespace) -> int:
     return 0 if not result["totals"]["not_indexed"] else 1
 
 
+def cmd_bench_structure(args: argparse.Namespace) -> int:
+    from kb.bench_structure import bench_structure
+
+    result = bench_structure(Path(args.dest))
+    print(json.dumps(result, indent=2, ensure_ascii=False) if args.json else result["table"])
+    return 0
+
+
 # --- entry point -----------------------------------------------------------------------
 
 
@@ -410,6 +418,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--timeout", type=float, default=7200.0)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench_corpus)
+    b = bench.add_parser("structure", help="how documents are read, on the real corpus and the samples: chunks cut "
+                                           "mid-sentence at a page break, running headers left in chunks, table "
+                                           "chunks without their header row, chunks with boxes, OCR CER with spaces "
+                                           "against Tesseract")
+    b.add_argument("--dest", default=".kb/corpus", help="where the corpus is fetched to (kept between runs)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench_structure)
     b = bench.add_parser("search", help="the search service under load (idle and while indexing), `kb search` "
                                         "as a fresh process, ONNX vs torch embedding, recall@5")
     b.add_argument("--queries", type=int, default=200)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
 from pathlib import Path
 
+import pymupdf
 import pytest
 from minio.error import S3Error
 
 from kb.objectstore import ObjectStore
 from tests.conftest import weed_port_set
+from tests.highlight import highlighted_box, overlaps
 from tests.stack.kbcli import REPO, kb
 from tests.stack.kbcli import stack_env as stack_env_for
 
@@ -93,9 +96,11 @@ def test_ingest_wait_then_search_cites_the_right_page(stack_env):
     assert "0 indexed" in done.stdout
 
 
-def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_its_image(stack_env):
+def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_it_highlighted(stack_env):
     """Headless Chromium (Debian's) types a question into the search page and finds the
-    expected document and page among the results, then opens the page image."""
+    expected document and page among the results, then opens the page image; on a
+    born-digital page, the highlight it shows covers the answer's words where the text
+    layer places them."""
     from playwright.sync_api import sync_playwright
 
     secrets = dict(line.split("=", 1) for line in (Path(stack_env["KB_STATE_DIR"]) / "secrets.env").read_text().split())
@@ -122,8 +127,32 @@ def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_its_image(st
             image = first.locator("img.page")
             image.wait_for(timeout=30_000)
             assert page.evaluate("img => img.naturalWidth", image.element_handle()) > 100
+
+            # a born-digital page: the highlight the page shows lands on the answer's words
+            page.fill("#query", "How often must the impeller seal be replaced?")
+            page.click("#go")
+            page.wait_for_selector("li.hit[data-key='aquila-p200-manual.pdf']", timeout=30_000)
+            hit = page.locator("li.hit[data-key='aquila-p200-manual.pdf']").first
+            assert hit.get_attribute("data-pages") == "4"
+            hit.locator("a.page-link[data-page='4']").click()
+            shown = hit.locator("img.page[data-page='4']")
+            shown.wait_for(timeout=30_000)
+            png = base64.b64decode(page.evaluate(SHOWN_IMAGE_BYTES, shown.element_handle()))
         finally:
             browser.close()
+    box = highlighted_box(png)
+    assert box is not None, "the page was shown without a highlight"
+    with pymupdf.open(REPO / "include" / "samples" / "aquila-p200-manual.pdf") as doc:
+        scale = pymupdf.Pixmap(png).width / doc[3].rect.width
+        answer = doc[3].search_for("every 2,000 operating hours")
+    assert answer and all(overlaps(tuple(v / scale for v in box), tuple(r)) for r in answer)
+
+
+# the bytes of an <img> the page shows (its src is a blob: URL), as base64
+SHOWN_IMAGE_BYTES = """async img => {
+  const bytes = new Uint8Array(await (await fetch(img.src)).arrayBuffer());
+  let s = ""; for (const b of bytes) s += String.fromCharCode(b); return btoa(s);
+}"""
 
 
 def test_kb_search_asks_the_service_and_falls_back_in_process_with_a_note(stack_env):

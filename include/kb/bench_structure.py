@@ -1,0 +1,383 @@
+"""``kb bench structure``: how the knowledge base reads real documents, in figures.
+
+Over the real corpus (``include/corpus``: 1,246 born-digital pages and 103 pages of
+image-only copies, fetched from their Debian packages) and the samples, every page is read
+as the pipeline reads it (the OCR engine in this process: the text layer where it is
+usable, else PP-OCR), and chunked as index chunks it (``kb.pipeline.index.chunk_pages``,
+the embedder's tokenizer). Printed:
+
+- ``mid_sentence_at_page_break``: the share of text chunks that end at a page break with
+  their sentence unfinished: the chunk ends without closing punctuation, and the next
+  chunk, which starts on a later page, goes on in lower case (or in Chinese after
+  unfinished Chinese).
+- ``running_lines_in_chunks``: running header and footer lines left inside chunks. Which
+  lines are running is decided from the text layer on its own terms, not by the reader
+  under test: a line in the top or bottom 12 % of a page whose text, digits masked, comes
+  back at the same height (3 points) on three pages or more (two in a document of four
+  pages or fewer). A line of six letters or more is left inside when chunks on its page
+  hold its text more often than the page's other lines do; a page number (digits only),
+  when a chunk's box on its page covers most of it. An image-only copy is checked against
+  its original's lines.
+- ``table_chunks_without_header``: of the chunks that hold a whole body row of a ruled
+  table (every cell's text; the tables found in the text layer by ``ocr_engine.tables``),
+  those that do not also hold its header row.
+- ``chunks_with_boxes``: the share of chunks that know where on their pages they are.
+- ``cer``: on the image-only copies, PP-OCR's page text (what the engine returned) and
+  Tesseract's reading of the same rendered image, against the original's text layer, word
+  spaces counted (``ocr_engine.metrics.normalise_spaced``), by language.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kb.errors import KbError
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+BAND = 0.12
+SAME_HEIGHT_PT = 3.0
+TESSERACT_LANGS = {"en": "eng", "zh": "chi_sim+eng"}
+_CLOSES = set(".!?:;…。！？：；")
+_TRAILERS = set("\"'”’)]}）」』》")
+
+
+@dataclass(frozen=True)
+class Line:
+    page: int
+    bbox: tuple[float, float, float, float]
+    text: str
+
+
+@dataclass
+class Document:
+    """One file's chunks, and what its text layer says a reading must get right."""
+
+    name: str
+    language: str
+    scanned: bool
+    pages: int
+    chunks: list[dict[str, Any]]  # {"text", "pages", "boxes", "kind"}, in order
+    running: list[Line] = field(default_factory=list)  # from the (original's) text layer
+    bodies: dict[int, str] = field(default_factory=dict)  # page -> its text without running lines
+    tables: list[tuple[list[str], list[list[str]]]] = field(default_factory=list)  # (header, body rows)
+
+
+def normalise(text: str) -> str:
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text)).lower()
+
+
+def _mask(text: str) -> str:
+    return re.sub(r"\d+", "#", normalise(text))
+
+
+def _cjk(ch: str) -> bool:
+    return "\u3400" <= ch <= "\u9fff"
+
+
+# --- what the text layer says ------------------------------------------------------------
+
+def running_lines(path: Path) -> tuple[list[Line], dict[int, str]]:
+    """The running lines of a born-digital PDF, and each page's text without them."""
+    import pymupdf
+
+    lines_by_page: dict[int, list[Line]] = {}
+    heights: dict[int, float] = {}
+    with pymupdf.open(path) as doc:
+        for page in doc:
+            heights[page.number + 1] = page.rect.height
+            found = []
+            for block in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]:
+                for line in block.get("lines", []):
+                    text = "".join(s["text"] for s in line["spans"]).strip()
+                    if text:
+                        found.append(Line(page.number + 1, tuple(line["bbox"]), text))
+            lines_by_page[page.number + 1] = found
+    least = 2 if len(lines_by_page) <= 4 else 3
+    groups: dict[str, list[Line]] = {}
+    for number, lines in lines_by_page.items():
+        for line in lines:
+            middle = (line.bbox[1] + line.bbox[3]) / 2 / heights[number]
+            if (middle < BAND or middle > 1 - BAND) and _mask(line.text):
+                groups.setdefault(_mask(line.text), []).append(line)
+    running: list[Line] = []
+    for members in groups.values():
+        # at the same height: the most common height, give or take SAME_HEIGHT_PT
+        common = Counter(round(m.bbox[1] / SAME_HEIGHT_PT) for m in members).most_common(1)[0][0]
+        same = [m for m in members if abs(m.bbox[1] / SAME_HEIGHT_PT - common) <= 1]
+        if len({m.page for m in same}) >= least:
+            running.extend(same)
+    aside = {(r.page, r.bbox) for r in running}
+    bodies = {n: "\n".join(ln.text for ln in lines if (n, ln.bbox) not in aside) for n, lines in lines_by_page.items()}
+    return running, bodies
+
+
+def ruled_table_rows(path: Path) -> list[tuple[list[str], list[list[str]]]]:
+    import pymupdf
+
+    from ocr_engine.tables import ruled_tables
+
+    out = []
+    with pymupdf.open(path) as doc:
+        for page in doc:
+            for table in ruled_tables(page):
+                rows = [[c for c in r] for r in table.rows or []]
+                if len(rows) >= 2:
+                    out.append((rows[0], rows[1:]))
+    return out
+
+
+# --- the figures ---------------------------------------------------------------------------
+
+def _open(text: str) -> bool:
+    text = text.rstrip()
+    while text and text[-1] in _TRAILERS:
+        text = text[:-1]
+    return bool(text) and text[-1] not in _CLOSES
+
+
+def mid_sentence_cuts(chunks: list[dict[str, Any]]) -> tuple[int, int]:
+    """(text chunks cut mid-sentence at a page break, text chunks)."""
+    text_chunks = [c for c in chunks if c.get("kind", "text") == "text" and c["pages"]]
+    cut = 0
+    for a, b in zip(text_chunks, text_chunks[1:]):
+        if min(b["pages"]) <= max(a["pages"]) or not _open(a["text"]):
+            continue
+        last, first = a["text"].rstrip()[-1], b["text"].lstrip()[:1]
+        if first and (first.islower() or (_cjk(first) and (_cjk(last) or last in "，、"))):
+            cut += 1
+    return cut, len(text_chunks)
+
+
+def _covers(box: list[float] | None, line: Line) -> bool:
+    if not box:
+        return False
+    x0, y0 = max(box[0], line.bbox[0]), max(box[1], line.bbox[1])
+    x1, y1 = min(box[2], line.bbox[2]), min(box[3], line.bbox[3])
+    area = (line.bbox[2] - line.bbox[0]) * (line.bbox[3] - line.bbox[1])
+    return x1 > x0 and y1 > y0 and area > 0 and (x1 - x0) * (y1 - y0) >= 0.5 * area
+
+
+def running_left_inside(doc: Document) -> list[Line]:
+    """The running lines some chunk still holds."""
+    from rapidfuzz import fuzz
+
+    left = []
+    for line in doc.running:
+        on_page = [c for c in doc.chunks if line.page in c["pages"]]
+        letters = sum(ch.isalpha() for ch in line.text)
+        if letters >= 6:
+            needle = normalise(line.text)
+            if doc.scanned:  # OCR reads the line a little differently: a close match counts
+                inside = any(fuzz.partial_ratio(needle, normalise(c["text"])) >= 90 for c in on_page if c["text"])
+                inside = inside and fuzz.partial_ratio(needle, normalise(doc.bodies.get(line.page, ""))) < 90
+            else:
+                held = sum(normalise(c["text"]).count(needle) for c in on_page)
+                inside = held > normalise(doc.bodies.get(line.page, "")).count(needle)
+        else:
+            inside = any(_covers(b.get("bbox"), line) for c in on_page for b in c.get("boxes") or []
+                         if b.get("page") == line.page)
+        if inside:
+            left.append(line)
+    return left
+
+
+def headless_table_chunks(doc: Document) -> tuple[int, int]:
+    """(chunks holding a table row without its header row, chunks holding a table row)."""
+    texts = [normalise(c["text"]) for c in doc.chunks]
+    holding, headless = set(), set()
+    for header, rows in doc.tables:
+        head = [normalise(c) for c in header if normalise(c)]
+        for row in rows:
+            cells = [normalise(c) for c in row if normalise(c)]
+            if len(cells) < 2:
+                continue
+            for i, text in enumerate(texts):
+                if all(c in text for c in cells):
+                    holding.add(i)
+                    if head and not all(h in text for h in head):
+                        headless.add(i)
+    return len(headless), len(holding)
+
+
+def measure(documents: list[Document]) -> dict[str, Any]:
+    rows, totals = [], Counter()
+    for doc in documents:
+        cut, text_chunks = mid_sentence_cuts(doc.chunks)
+        left = running_left_inside(doc)
+        headless, holding = headless_table_chunks(doc)
+        located = sum(1 for c in doc.chunks if any(b.get("bbox") for b in c.get("boxes") or []))
+        row = {"document": doc.name, "language": doc.language, "scanned": doc.scanned, "pages": doc.pages,
+               "chunks": len(doc.chunks), "text_chunks": text_chunks, "mid_sentence_at_page_break": cut,
+               "running_lines": len(doc.running), "running_lines_in_chunks": len(left),
+               "table_chunks": holding, "table_chunks_without_header": headless, "chunks_with_boxes": located,
+               "examples_left_inside": [f"p.{ln.page}: {ln.text[:60]}" for ln in left[:3]]}
+        rows.append(row)
+        for k in ("pages", "chunks", "text_chunks", "mid_sentence_at_page_break", "running_lines",
+                  "running_lines_in_chunks", "table_chunks", "table_chunks_without_header", "chunks_with_boxes"):
+            totals[k] += row[k]
+    share = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
+    summary = {
+        **dict(totals),
+        "mid_sentence_at_page_break_share": share(totals["mid_sentence_at_page_break"], totals["text_chunks"]),
+        "table_chunks_without_header_share": share(totals["table_chunks_without_header"], totals["table_chunks"]),
+        "chunks_with_boxes_share": share(totals["chunks_with_boxes"], totals["chunks"]),
+    }
+    return {"documents": rows, "totals": summary}
+
+
+# --- OCR against Tesseract -------------------------------------------------------------------
+
+def ensure_tesseract() -> None:
+    """Debian's tesseract-ocr with Chinese, installed when missing (as ``make test`` installs
+    Chromium); a clear error where it cannot be."""
+    langs = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True).stdout \
+        if shutil.which("tesseract") else ""
+    if "chi_sim" in langs and "eng" in langs:
+        return
+    if os.geteuid() == 0:
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
+        done = subprocess.run(["apt-get", "install", "-y", "-qq", "tesseract-ocr", "tesseract-ocr-chi-sim"],
+                              capture_output=True, text=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if done.returncode == 0:
+            return
+    raise KbError("the structure bench compares PP-OCR with Tesseract: apt-get install tesseract-ocr "
+                  "tesseract-ocr-chi-sim (as root)")
+
+
+def _tesseract(png: Path, language: str) -> str:
+    done = subprocess.run(["tesseract", str(png), "stdout", "-l", TESSERACT_LANGS[language], "--dpi", "150"],
+                          capture_output=True, text=True, env={**os.environ, "OMP_THREAD_LIMIT": "2"})
+    if done.returncode != 0:
+        raise KbError(f"tesseract failed: {done.stderr.strip()[-300:]}")
+    return done.stdout
+
+
+def page_text(result: dict[str, Any]) -> str:
+    """An OCR'd page's text: its blocks in reading order, one per line."""
+    return "\n".join(b.get("text", "") for b in result.get("blocks") or []) or result.get("markdown", "")
+
+
+def ocr_against_tesseract(scan: Path, original: Path, results: list[dict[str, Any]], language: str,
+                          settings, tmp: Path) -> dict[str, Any]:
+    """Edits and reference characters of PP-OCR (``results``, the engine's) and of Tesseract on the
+    same rendered images, against ``original``'s text layer, word spaces counted."""
+    import pymupdf
+    from rapidfuzz.distance import Levenshtein
+
+    from ocr_engine.metrics import normalise_spaced
+    from ocr_engine.render import render_page
+
+    out = Counter()
+    with pymupdf.open(scan) as scanned, pymupdf.open(original) as born:
+        for result in results:
+            n = result["page"]
+            reference = normalise_spaced(born[n - 1].get_text())
+            rendered = render_page(scanned[n - 1], settings.dpi, settings.max_pixels_per_page)
+            png = tmp / f"{scan.stem}-{n}.png"
+            pymupdf.Pixmap(pymupdf.csRGB, rendered.image.shape[1], rendered.image.shape[0], rendered.image.tobytes(),
+                           False).save(png)
+            started = time.perf_counter()
+            tesseract = normalise_spaced(_tesseract(png, language))
+            out["tesseract_seconds"] += time.perf_counter() - started
+            out["ppocr_seconds"] += result.get("seconds") or 0.0
+            out["pages"] += 1
+            out["reference_chars"] += len(reference)
+            out["ppocr_edits"] += Levenshtein.distance(normalise_spaced(page_text(result)), reference)
+            out["tesseract_edits"] += Levenshtein.distance(tesseract, reference)
+            png.unlink()
+    return dict(out)
+
+
+def _cer_table(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    by_language: dict[str, Counter] = {}
+    for part in parts:
+        by_language.setdefault(part["language"], Counter()).update(
+            {k: v for k, v in part.items() if isinstance(v, (int, float))})
+    out = {}
+    for language, c in sorted(by_language.items()):
+        ref = c["reference_chars"] or 1
+        out[language] = {
+            "pages": c["pages"], "reference_chars": c["reference_chars"],
+            "ppocr_cer": round(c["ppocr_edits"] / ref, 4), "tesseract_cer": round(c["tesseract_edits"] / ref, 4),
+            "ppocr_pages_per_s": round(c["pages"] / c["ppocr_seconds"], 3) if c["ppocr_seconds"] else None,
+            "tesseract_pages_per_s": round(c["pages"] / c["tesseract_seconds"], 3) if c["tesseract_seconds"] else None,
+        }
+    return out
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr)
+                    ) -> dict[str, Any]:
+    from kb.corpus import fetch
+    from kb.embedding import make_embedder
+    from kb.pipeline.index import chunk_pages
+    from kb.settings import PipelineSettings
+    from ocr_engine.engine import OcrEngine
+
+    ensure_tesseract()
+    files = fetch(dest, echo=echo)
+    settings = PipelineSettings()
+    embedder = make_embedder(settings)
+    engine = OcrEngine()
+    from kb.retrieval import language as language_of
+    from kb.samples import SAMPLES as BORN_DIGITAL
+    from kb.samples import SCANNED_SAMPLES
+
+    documents, cer_parts = [], []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        jobs = [(f.path, f.document.language, f.scanned, dest / "born-digital" / f.document.file) for f in files]
+        jobs += [(SAMPLES / name, language_of(title), False, SAMPLES / name) for name, (title, _) in BORN_DIGITAL.items()]
+        jobs += [(SAMPLES / name, language_of(title), True, None) for name, (title, _) in SCANNED_SAMPLES.items()]
+        for path, language, scanned, original in jobs:
+            t0 = time.perf_counter()
+            results = [r.as_dict() for r in engine.parse_pdf(path.read_bytes(), backend="auto")]
+            chunks = [{"text": c.text, "pages": c.pages, "kind": c.kind.value, "boxes": [b.as_dict() for b in c.boxes]}
+                      for c in chunk_pages(results, embedder, settings)]
+            doc = Document(path.name, language, scanned, len(results), chunks)
+            if original is not None:
+                doc.running, doc.bodies = running_lines(original)
+                if not scanned:
+                    doc.tables = ruled_table_rows(original)
+            documents.append(doc)
+            if scanned and original is not None:
+                cer_parts.append({"language": language,
+                                  **ocr_against_tesseract(path, original, results, language, engine.settings, Path(tmp))})
+            echo(f"{path.name}: {len(results)} pages, {len(chunks)} chunks ({time.perf_counter() - t0:.1f} s)")
+    report = measure(documents)
+    report["cer"] = _cer_table(cer_parts)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    report["table"] = format_table(report)
+    return report
+
+
+def format_table(report: dict[str, Any]) -> str:
+    t = report["totals"]
+    lines = [
+        f"documents {len(report['documents'])}, pages {t['pages']}, chunks {t['chunks']} ({t['text_chunks']} text)",
+        f"chunks ending mid-sentence at a page break  {t['mid_sentence_at_page_break']:>6} "
+        f"({100 * (t['mid_sentence_at_page_break_share'] or 0):.2f} % of text chunks)",
+        f"running header/footer lines left in chunks  {t['running_lines_in_chunks']:>6} "
+        f"(of {t['running_lines']} running lines)",
+        f"table chunks without their header row       {t['table_chunks_without_header']:>6} "
+        f"(of {t['table_chunks']} chunks holding table rows)",
+        f"chunks with boxes                           {t['chunks_with_boxes']:>6} "
+        f"({100 * (t['chunks_with_boxes_share'] or 0):.1f} %)",
+    ]
+    for language, c in report.get("cer", {}).items():
+        lines.append(f"CER with spaces, {language} scans ({c['pages']} pages): PP-OCR {c['ppocr_cer']:.4f} "
+                     f"({c['ppocr_pages_per_s']} pages/s), Tesseract {c['tesseract_cer']:.4f} "
+                     f"({c['tesseract_pages_per_s']} pages/s)")
+    return "\n".join(lines)
