@@ -11,16 +11,17 @@ the embedder's tokenizer). Printed:
   chunk, which starts on a later page, goes on in lower case (or in Chinese after
   unfinished Chinese).
 - ``running_lines_in_chunks``: running header and footer lines left inside chunks. Which
-  lines are running is decided from the text layer on its own terms, not by the reader
-  under test: a line in the top or bottom 12 % of a page whose text, digits masked, comes
-  back at the same height (3 points) on three pages or more (two in a document of four
-  pages or fewer). A line of six letters or more is left inside when chunks on its page
-  hold its text more often than the page's other lines do; a page number (digits only),
-  when a chunk's box on its page covers most of it. An image-only copy is checked against
-  its original's lines.
+  lines are running is decided from the text layer's lines on simpler terms than the
+  reader under test uses: the top-most or bottom-most line of a page (in the top or bottom
+  12 %) whose text, digits masked, comes back as such at the same height (3 points) on three
+  pages or more (two in a document of four pages or fewer), or whose text is a number that
+  goes up with the page number on as many pages. A line of six letters or more is left
+  inside when chunks on its page hold its text more often than the page's other lines do;
+  a page number, when a chunk's box on its page covers most of it. An image-only copy is
+  checked against its original's lines.
 - ``table_chunks_without_header``: of the chunks that hold a whole body row of a ruled
-  table (every cell's text; the tables found in the text layer by ``ocr_engine.tables``),
-  those that do not also hold its header row.
+  table (its cells' text in order, eight characters or more; the tables found in the text
+  layer by ``ocr_engine.tables``), those that do not also hold its header row.
 - ``chunks_with_boxes``: the share of chunks that know where on their pages they are.
 - ``cer``: on the image-only copies, PP-OCR's page text (what the engine returned) and
   Tesseract's reading of the same rendered image, against the original's text layer, word
@@ -92,26 +93,37 @@ def running_lines(path: Path) -> tuple[list[Line], dict[int, str]]:
     import pymupdf
 
     lines_by_page: dict[int, list[Line]] = {}
-    heights: dict[int, float] = {}
+    outermost: list[Line] = []
     with pymupdf.open(path) as doc:
         for page in doc:
-            heights[page.number + 1] = page.rect.height
+            number, height = page.number + 1, page.rect.height
             found = []
             for block in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]:
                 for line in block.get("lines", []):
                     text = "".join(s["text"] for s in line["spans"]).strip()
                     if text:
-                        found.append(Line(page.number + 1, tuple(line["bbox"]), text))
-            lines_by_page[page.number + 1] = found
+                        found.append(Line(number, tuple(line["bbox"]), text))
+            lines_by_page[number] = found
+            if found:
+                top = min(ln.bbox[1] for ln in found)
+                bottom = max(ln.bbox[3] for ln in found)
+                outermost += [ln for ln in found if (abs(ln.bbox[1] - top) <= 2 and ln.bbox[3] < BAND * height)
+                              or (abs(ln.bbox[3] - bottom) <= 2 and ln.bbox[1] > (1 - BAND) * height)]
     least = 2 if len(lines_by_page) <= 4 else 3
-    groups: dict[str, list[Line]] = {}
-    for number, lines in lines_by_page.items():
-        for line in lines:
-            middle = (line.bbox[1] + line.bbox[3]) / 2 / heights[number]
-            if (middle < BAND or middle > 1 - BAND) and _mask(line.text):
-                groups.setdefault(_mask(line.text), []).append(line)
+    groups: dict[tuple, list[Line]] = {}
+    for line in outermost:
+        key = _mask(line.text)
+        if key == "#":  # a bare number: a page number goes up with the page
+            key = ("number", line.page - int(re.sub(r"\D", "", line.text)))
+        elif sum(ch.isalpha() for ch in key) < 3:  # "}" or "4.6.2" at the top of a listing or a contents page
+            continue
+        groups.setdefault(key, []).append(line)
     running: list[Line] = []
-    for members in groups.values():
+    for key, members in groups.items():
+        # words that come back on a few pages only ("Example:" at the foot of three of gnuplot's
+        # 311) may be the body's: a running title comes back on one page in twenty at least
+        if not isinstance(key, tuple) and len({m.page for m in members}) < max(least, len(lines_by_page) // 20):
+            continue
         # at the same height: the most common height, give or take SAME_HEIGHT_PT
         common = Counter(round(m.bbox[1] / SAME_HEIGHT_PT) for m in members).most_common(1)[0][0]
         same = [m for m in members if abs(m.bbox[1] / SAME_HEIGHT_PT - common) <= 1]
@@ -178,12 +190,13 @@ def running_left_inside(doc: Document) -> list[Line]:
         letters = sum(ch.isalpha() for ch in line.text)
         if letters >= 6:
             needle = normalise(line.text)
+            # the body of every page these chunks span may hold the same words legitimately
+            body = normalise("\n".join(doc.bodies.get(n, "") for n in sorted({n for c in on_page for n in c["pages"]})))
             if doc.scanned:  # OCR reads the line a little differently: a close match counts
                 inside = any(fuzz.partial_ratio(needle, normalise(c["text"])) >= 90 for c in on_page if c["text"])
-                inside = inside and fuzz.partial_ratio(needle, normalise(doc.bodies.get(line.page, ""))) < 90
+                inside = inside and fuzz.partial_ratio(needle, body) < 90
             else:
-                held = sum(normalise(c["text"]).count(needle) for c in on_page)
-                inside = held > normalise(doc.bodies.get(line.page, "")).count(needle)
+                inside = sum(normalise(c["text"]).count(needle) for c in on_page) > body.count(needle)
         else:
             inside = any(_covers(b.get("bbox"), line) for c in on_page for b in c.get("boxes") or []
                          if b.get("page") == line.page)
@@ -192,20 +205,25 @@ def running_left_inside(doc: Document) -> list[Line]:
     return left
 
 
+def _flat(text: str) -> str:
+    """Text as a table row is compared: no whitespace, no pipe-table syntax."""
+    return re.sub(r"[|\-:]", "", normalise(text))
+
+
 def headless_table_chunks(doc: Document) -> tuple[int, int]:
     """(chunks holding a table row without its header row, chunks holding a table row)."""
-    texts = [normalise(c["text"]) for c in doc.chunks]
+    texts = [_flat(c["text"]) for c in doc.chunks]
     holding, headless = set(), set()
     for header, rows in doc.tables:
-        head = [normalise(c) for c in header if normalise(c)]
+        head = "".join(_flat(c) for c in header)
         for row in rows:
-            cells = [normalise(c) for c in row if normalise(c)]
-            if len(cells) < 2:
+            needle = "".join(_flat(c) for c in row)
+            if len(needle) < 8 or sum(1 for c in row if c.strip()) < 2:
                 continue
             for i, text in enumerate(texts):
-                if all(c in text for c in cells):
+                if needle in text:
                     holding.add(i)
-                    if head and not all(h in text for h in head):
+                    if head and head not in text:
                         headless.add(i)
     return len(headless), len(holding)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Iterable, Sequence
@@ -197,6 +198,12 @@ def _pages(results: Iterable[dict[str, Any]]) -> list[_Page]:
 _PAGE_NUMBER = re.compile(r"^\s*(page\s*)?[-–—]?\s*(\d{1,4}|[ivxlc]{1,7})\s*[-–—]?(\s*(/|of)\s*\d{1,4})?\s*$", re.IGNORECASE)
 _BAND = 0.15  # the top and bottom share of a page where running lines sit
 _SAME_HEIGHT = 0.025  # of the page's height: a skewed scan moves a line ~1 % at its ends
+# a number at either end of a line, or before "/ 233" or "of 233" at its end
+# (Chinese text has no word boundary before a number: "§1.4 LATEX 宏包和文档类5".)
+_EDGE_NUMBER = re.compile(r"^\s*(\d{1,4})(?!\d)|(?<!\d)(\d{1,4})(?:\s*(?:/|of)\s*\d{1,4})?\s*$", re.IGNORECASE)
+_ONE_LINE = 0.03  # of the page's height: a block no taller is one line
+_HEIGHT_STEP = 0.004  # of the page's height: lines this close start at the same height
+_FURNITURE = 0.3  # the share of pages whose first or last line starts at one height: a running line's height
 _SAME_TEXT = 85  # rapidfuzz ratio of the masked texts: OCR reads one header a little differently each time
 
 
@@ -204,6 +211,10 @@ def _mask(text: str) -> str:
     """What stays the same of a running line from page to page: letters, and digits as '#'."""
     text = unicodedata.normalize("NFKC", text).lower()
     return re.sub(r"\d+", "#", "".join(c for c in text if c.isalnum()))
+
+
+def _same_ends(a: str, b: str, n: int = 8) -> bool:
+    return len(a) >= n and len(b) >= n and (a[:n] == b[:n] or a[-n:] == b[-n:])
 
 
 def _outermost(page: _Page) -> list[tuple[int, str, float]]:
@@ -233,20 +244,44 @@ def _running(pages: list[_Page]) -> set[tuple[int, int]]:
     found: set[tuple[int, int]] = set()
     candidates = []
     offsets: dict[tuple[str, int], set[tuple[int, int]]] = {}
+    lines: dict[tuple[str, int], set[tuple[int, int]]] = {}
     for pi, page in enumerate(pages):
         for bi, band, middle in {c[0]: c for c in _outermost(page)}.values():
             b = page.blocks[bi]
             if _PAGE_NUMBER.match(b.text):
                 found.add((pi, bi))
                 continue
-            for n in {int(d) for d in re.findall(r"\d{1,4}", b.text)}:
-                offsets.setdefault((band, page.number - n), set()).add((pi, bi))
+            one_line = b.bbox[3] - b.bbox[1] <= _ONE_LINE * page.height  # type: ignore[index]
+            if one_line and not b.is_heading:
+                lines.setdefault((band, round(b.bbox[1] / page.height / _HEIGHT_STEP)), set()).add((pi, bi))  # type: ignore[index]
+            if one_line and len(b.text) <= 100:
+                # a page number sits at one end of its line ("6 Chapter 2. ...", "gnuplot 5.4 57")
+                for n in {int(m) for pair in _EDGE_NUMBER.findall(b.text) for m in pair if m}:
+                    offsets.setdefault((band, page.number - n), set()).add((pi, bi))
             if len(key := _mask(b.text)) >= 2:
                 candidates.append((band, key, middle, pi, bi, b.is_heading))
     least = 2 if len(pages) <= 4 else 3
-    for (band, _), members in offsets.items():
-        if len({pi for pi, _ in members}) >= least:
-            found.update(members)
+    for members in offsets.values():
+        # at one height too: footnotes numbered one a page go up with the page as well
+        heights = Counter(round(pages[pi].blocks[bi].bbox[1] / pages[pi].height / _HEIGHT_STEP) for pi, bi in members)
+        for step, count in heights.items():
+            same = {(pi, bi) for pi, bi in members
+                    if abs(round(pages[pi].blocks[bi].bbox[1] / pages[pi].height / _HEIGHT_STEP) - step) <= 1}
+            if len({pi for pi, _ in same}) >= least:
+                found.update(same)
+    # A running title whose words change with the chapter or section ("CHAPTER 2. 预备知识2.5.
+    # DEBIAN 文档"): one line at the height where most pages have their first (or last) line,
+    # which begins or ends as the lines there on other pages do. (A page's body starts at one
+    # height too, with other words each time.)
+    for (band, step), members in lines.items():
+        near = members | lines.get((band, step - 1), set()) | lines.get((band, step + 1), set())
+        if len({pi for pi, _ in near}) < max(least, _FURNITURE * len(pages)):
+            continue
+        masked = {(pi, bi): _mask(pages[pi].blocks[bi].text) for pi, bi in near}
+        for pi, bi in members:
+            alike = {pj for (pj, bj), other in masked.items() if pj != pi and _same_ends(masked[(pi, bi)], other)}
+            if len(alike) >= least - 1:
+                found.add((pi, bi))
     clusters: list[list[tuple]] = []
     for cand in candidates:
         for cluster in clusters:
