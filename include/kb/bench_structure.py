@@ -8,8 +8,8 @@ the embedder's tokenizer). Printed:
 
 - ``mid_sentence_at_page_break``: the share of text chunks that end at a page break with
   their sentence unfinished: the chunk ends without closing punctuation, and the next
-  chunk, which starts on a later page, goes on in lower case (or in Chinese after
-  unfinished Chinese).
+  chunk, which starts on a later page, goes on (past any running line it starts with) in
+  lower case, or in Chinese after unfinished Chinese.
 - ``running_lines_in_chunks``: running header and footer lines left inside chunks. Which
   lines are running is decided from the text layer's lines on simpler terms than the
   reader under test uses: the top-most or bottom-most line of a page (in the top or bottom
@@ -158,14 +158,31 @@ def _open(text: str) -> bool:
     return bool(text) and text[-1] not in _CLOSES
 
 
-def mid_sentence_cuts(chunks: list[dict[str, Any]]) -> tuple[int, int]:
+def _without_running_start(text: str, running: list[str]) -> str:
+    """``text`` without the running lines it starts with (a chunk cut at every page break
+    starts with the page's header): what follows is where the page's text goes on."""
+    text = text.lstrip()
+    stripped = True
+    while stripped:
+        stripped = False
+        for line in running:
+            if line and text.startswith(line):
+                text, stripped = text[len(line):].lstrip(), True
+    return text
+
+
+def mid_sentence_cuts(chunks: list[dict[str, Any]], running: list[Line] = ()) -> tuple[int, int]:
     """(text chunks cut mid-sentence at a page break, text chunks)."""
+    by_page: dict[int, list[str]] = {}
+    for line in running:
+        by_page.setdefault(line.page, []).append(" ".join(line.text.split()))
     text_chunks = [c for c in chunks if c.get("kind", "text") == "text" and c["pages"]]
     cut = 0
     for a, b in zip(text_chunks, text_chunks[1:]):
         if min(b["pages"]) <= max(a["pages"]) or not _open(a["text"]):
             continue
-        last, first = a["text"].rstrip()[-1], b["text"].lstrip()[:1]
+        last = a["text"].rstrip()[-1]
+        first = _without_running_start(" ".join(b["text"].split()), by_page.get(min(b["pages"]), []))[:1]
         if first and (first.islower() or (_cjk(first) and (_cjk(last) or last in "，、"))):
             cut += 1
     return cut, len(text_chunks)
@@ -231,7 +248,7 @@ def headless_table_chunks(doc: Document) -> tuple[int, int]:
 def measure(documents: list[Document]) -> dict[str, Any]:
     rows, totals = [], Counter()
     for doc in documents:
-        cut, text_chunks = mid_sentence_cuts(doc.chunks)
+        cut, text_chunks = mid_sentence_cuts(doc.chunks, doc.running)
         left = running_left_inside(doc)
         headless, holding = headless_table_chunks(doc)
         located = sum(1 for c in doc.chunks if any(b.get("bbox") for b in c.get("boxes") or []))
