@@ -117,6 +117,28 @@ def test_output_is_split_into_pages_and_detections_into_blocks():
     assert split_pages("plain single page", 1) == ["plain single page"]
 
 
+def test_a_table_the_model_writes_as_html_becomes_cells_the_reader_joins_across_pages():
+    """Two pages whose tables have the same columns, the second repeating the header row:
+    read as one table of three rows, each chunk led by the header."""
+    from kb.chunking import chunk_document
+    from kb.reading import PieceKind, read_document
+
+    html = "<table><tr><td>code</td><td>meaning</td></tr><tr><td>{}</td><td>{}</td></tr></table>"
+    pages = []
+    for n, (code, meaning) in enumerate([("E17", "motor hot"), ("E42", "low suction")], start=1):
+        text = f"<|det|>table [100, 800, 900, 990]<|/det|>{html.format(code, meaning)}" if n == 1 else \
+            f"<|det|>table [100, 20, 900, 200]<|/det|>{html.format(code, meaning)}"
+        blocks = parse_blocks(text, 595.0, 842.0)
+        assert blocks[0].type == "table" and blocks[0].rows == [["code", "meaning"], [code, meaning]]
+        assert blocks[0].text == f"| code | meaning |\n| --- | --- |\n| {code} | {meaning} |"
+        pages.append({"page": n, "width": 595.0, "height": 842.0, "markdown": to_markdown(blocks),
+                      "blocks": [b.__dict__ for b in blocks]})
+    [table] = [p for p in read_document(pages).pieces if p.kind == PieceKind.TABLE]
+    assert [r.cells for r in table.rows] == [["E17", "motor hot"], ["E42", "low suction"]] and table.pages == [1, 2]
+    [chunk] = chunk_document(read_document(pages), lambda t: len(t.split()))
+    assert chunk.text.startswith("| code | meaning |") and chunk.pages == [1, 2]
+
+
 def test_distinct_n_flags_repetition_loops():
     assert distinct_ratio(list(range(100)), 20) == 1.0
     assert distinct_ratio([1, 2, 3] * 40, 20) < 0.05
