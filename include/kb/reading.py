@@ -311,6 +311,7 @@ _TRAILERS = set("\"'”’)]}）」』》")
 _LIST_ITEM = re.compile(r"^\s*([•◦▪‣∙·●○■□*–—-]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)]|\(?[ivx]{1,4}\))\s")
 _SHORT = 40  # characters (``_size``): shorter text at a break is a label, a title, a footnote
 _FOOTNOTE = re.compile(r"^\s*([∗*†‡§¶]|[¹²³⁴⁵⁶⁷⁸⁹⁰]+|\d{1,2}\s+[A-Z])")
+_CAPTION = re.compile(r"^\s*(Figure|Fig\.|Table|Listing|图|表)\s*\d", re.IGNORECASE)
 _LOOK = 4  # blocks stepped over at a break: footnotes below the paragraph, figure labels above its end
 
 
@@ -335,8 +336,10 @@ def _continues(before: str, after: str, strict: bool) -> bool:
     """``after`` carries on the sentence ``before`` left open. ``strict`` (blocks were stepped
     over to pair them): only a lower-case start, or Chinese after unfinished Chinese."""
     before, after = before.rstrip(), after.lstrip()
-    if not before or not after or not _is_open(before) or _LIST_ITEM.match(after):
+    if not before or not after or not _is_open(before):
         return False
+    if _LIST_ITEM.match(after):  # a list that an unfinished sentence leads into ("我们建议你" / "1. 从CTAN")
+        return not strict and (before[-1].islower() or _cjk(before[-1]) or before[-1] in ",，、")
     last, first = before[-1], after[0]
     if _cjk(last) or last in "，、":
         return _cjk(first)
@@ -478,16 +481,21 @@ def _join_over_page_break(pieces: list[Piece], body: list[_Block], page: _Page) 
 
 
 def _continuation(candidate: Piece, body: list[_Block], page: int, stepped: bool) -> int | None:
-    """Extend ``candidate`` with the first text of ``body`` that continues it, stepping over up
-    to _LOOK short or non-text blocks (never a heading); its index, or None."""
-    for k, block in enumerate(body[:_LOOK]):
+    """Extend ``candidate`` with the first text of ``body`` that continues it, stepping over a
+    figure at the top of the page (its labels, short, and its caption) and up to _LOOK other
+    blocks, never a heading; the index of the block taken, or None."""
+    others = 0
+    for k, block in enumerate(body):
         if block.is_heading:
             return None
-        if block.type != "text":
-            continue
-        if _continues(candidate.text, block.text, strict=stepped or k > 0):
+        label = k > 0 and _size(block.text) < _SHORT  # past a figure's first label, its others ("data in log scale")
+        if block.type == "text" and not label and _continues(candidate.text, block.text, strict=stepped or k > 0):
             _extend(candidate, block, page)
             return k
-        if _size(block.text) >= _SHORT:  # a paragraph that does not continue it
-            return None
+        if block.type == "text" and _size(block.text) >= _SHORT and not _CAPTION.match(block.text):
+            return None  # a paragraph that does not continue it
+        if _size(block.text) >= _SHORT or block.type != "text":
+            others += 1
+            if others > _LOOK:
+                return None
     return None

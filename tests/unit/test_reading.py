@@ -147,3 +147,53 @@ def test_scanned_pages_are_read_by_the_same_rules():
     [chunk] = [c for c in chunks if "certified" in c.text]
     assert chunk.pages == [1, 2] and "every three years" in chunk.text
     assert not any("Field Guide" in c.text for c in chunks)
+
+
+def test_a_two_column_page_is_read_column_by_column_and_a_sentence_goes_on_into_the_next_column():
+    """MuPDF sorts blocks by height across both columns; the text layer reads the left column
+    first, and the reader joins the sentence the left column leaves open."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    left = ["Pumps of the Aquila series move clean water in plants and need little care.",
+            "Check the strainer once a week and clean it when the pressure drop grows.",
+            "Before the first start after any repair of the casing, the pump"]
+    right = ["must be primed with water, or its seal runs dry and fails within minutes.",
+             "Bearings are greased every 500 hours with lithium grease of one kind only.",
+             "Write every service into the log that hangs beside the control cabinet."]
+    for i, (a, b) in enumerate(zip(left, right)):
+        assert page.insert_textbox(pymupdf.Rect(50, 80 + 120 * i, 285, 170 + 120 * i), a, fontsize=11) >= 0
+        assert page.insert_textbox(pymupdf.Rect(310, 125 + 120 * i, 545, 215 + 120 * i), b, fontsize=11) >= 0
+    pages = textlayer_pages(doc.tobytes())
+    texts = [b["text"] for b in pages[0]["blocks"]]
+    assert texts.index(left[2]) < texts.index(right[0]) and texts.index(left[1]) < texts.index(left[2])
+    reading = read_document(pages)
+    assert reading.joins == 1
+    assert any(p.text.endswith("after any repair of the casing, the pump " + right[0]) for p in reading.pieces)
+
+
+def test_a_figure_at_the_top_of_the_next_page_is_stepped_over_labels_caption_and_all():
+    p1 = [block("Each time a numerical minimization is carried out, the default method is used for the", (50, 600, 550, 780))]
+    p2 = [block("CDF", (170, 120, 190, 140)), block("0.0 0.2 0.4 0.6 0.8 1.0", (190, 40, 210, 220)),
+          block("data in log scale", (270, 250, 350, 270)),
+          block("Figure 8: Comparison between the two fits of a lognormal distribution.", (50, 300, 550, 320)),
+          block("\"BFGS\" method for distributions characterized by only one parameter.", (50, 340, 550, 380))]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
+             {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
+    reading = read_document(pages)
+    assert reading.pieces[0].text.endswith("used for the \"BFGS\" method for distributions characterized by only one "
+                                           "parameter.") is False  # a quote is not lower case: no join by itself
+    p2[-1]["text"] = "the \"BFGS\" method for distributions characterized by only one parameter."
+    reading = read_document(pages)
+    assert reading.pieces[0].text.endswith("is used for the the \"BFGS\" method for distributions characterized by "
+                                           "only one parameter.")
+    assert reading.pieces[0].pages == [1, 2] and [p.text for p in reading.pieces[1:]][0] == "CDF"
+
+
+def test_an_unfinished_sentence_leads_into_the_list_on_the_next_page():
+    p1 = [block("若你希望使用zhmCJK作为底层中文支持方式，那么你需要自行安装该宏包。我们建议你", (50, 600, 550, 780))]
+    p2 = [block("1. 从CTAN 下载zhmCJK 宏包的TDS 安装包， 2. 按目录结构将文件复制到本地目录。", (70, 80, 550, 120))]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
+             {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
+    assert read_document(pages).pieces[0].text.endswith("我们建议你1. 从CTAN 下载zhmCJK 宏包的TDS 安装包， 2. 按目录结构将文件复制到本地目录。")
+    p1[0]["text"] = "The packages this guide uses are the following:"  # a colon closes: the list is its own
+    assert len(read_document(pages).pieces) == 2
