@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Iterable, Sequence
@@ -234,73 +233,108 @@ def _outermost(page: _Page) -> list[tuple[int, str, float]]:
     return out
 
 
-def _running(pages: list[_Page]) -> set[tuple[int, int]]:
-    """(page index, block index) of every running header and footer: a bare page number, a
-    line that comes back at the same height (digits masked), or a line whose number is the
-    page's number less a fixed offset (a running title that changes with the chapter:
-    "6 Chapter 2. Applying to Become a Member" on the document's 14th page)."""
-    from rapidfuzz import fuzz
+@dataclass(frozen=True)
+class _Edge:
+    """A block that could be a running line: the outermost at the top or bottom of a page."""
 
-    found: set[tuple[int, int]] = set()
-    candidates = []
-    offsets: dict[tuple[str, int], set[tuple[int, int]]] = {}
-    lines: dict[tuple[str, int], set[tuple[int, int]]] = {}
+    page: int  # index into the document's pages
+    block: int
+    band: str
+    middle: float  # its middle's height, as a share of the page's
+    step: int  # where it starts, in steps of _HEIGHT_STEP of the page's height
+    one_line: bool
+    heading: bool
+    text: str
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.page, self.block
+
+
+def _edges(pages: list[_Page]) -> list[_Edge]:
+    out = []
     for pi, page in enumerate(pages):
         for bi, band, middle in {c[0]: c for c in _outermost(page)}.values():
             b = page.blocks[bi]
-            if _PAGE_NUMBER.match(b.text):
-                found.add((pi, bi))
-                continue
-            one_line = b.bbox[3] - b.bbox[1] <= _ONE_LINE * page.height  # type: ignore[index]
-            if one_line and not b.is_heading:
-                lines.setdefault((band, round(b.bbox[1] / page.height / _HEIGHT_STEP)), set()).add((pi, bi))  # type: ignore[index]
-            if one_line and len(b.text) <= 100:
-                # a page number sits at one end of its line ("6 Chapter 2. ...", "gnuplot 5.4 57")
-                for n in {int(m) for pair in _EDGE_NUMBER.findall(b.text) for m in pair if m}:
-                    offsets.setdefault((band, page.number - n), set()).add((pi, bi))
-            if len(key := _mask(b.text)) >= 2:
-                candidates.append((band, key, middle, pi, bi, b.is_heading))
-    least = 2 if len(pages) <= 4 else 3
-    for members in offsets.values():
-        # at one height too: footnotes numbered one a page go up with the page as well
-        heights = Counter(round(pages[pi].blocks[bi].bbox[1] / pages[pi].height / _HEIGHT_STEP) for pi, bi in members)
-        for step, count in heights.items():
-            same = {(pi, bi) for pi, bi in members
-                    if abs(round(pages[pi].blocks[bi].bbox[1] / pages[pi].height / _HEIGHT_STEP) - step) <= 1}
-            if len({pi for pi, _ in same}) >= least:
-                found.update(same)
-    # A running title whose words change with the chapter or section ("CHAPTER 2. 预备知识2.5.
-    # DEBIAN 文档"): one line at the height where most pages have their first (or last) line,
-    # which begins or ends as the lines there on other pages do. (A page's body starts at one
-    # height too, with other words each time.)
-    for (band, step), members in lines.items():
-        near = members | lines.get((band, step - 1), set()) | lines.get((band, step + 1), set())
-        if len({pi for pi, _ in near}) < max(least, _FURNITURE * len(pages)):
+            out.append(_Edge(pi, bi, band, middle, round(b.bbox[1] / page.height / _HEIGHT_STEP),  # type: ignore[index]
+                             b.bbox[3] - b.bbox[1] <= _ONE_LINE * page.height, b.is_heading, b.text))  # type: ignore[index]
+    return out
+
+
+def _numbered(edges: list[_Edge], pages: list[_Page], least: int) -> set[tuple[int, int]]:
+    """Lines whose number at one end is the page's number less one offset, at one height
+    (footnotes numbered one a page go up with the page too, at other heights)."""
+    by_offset: dict[tuple[str, int], list[_Edge]] = {}
+    for e in edges:
+        if e.one_line and len(e.text) <= 100:
+            for n in {int(m) for pair in _EDGE_NUMBER.findall(e.text) for m in pair if m}:
+                by_offset.setdefault((e.band, pages[e.page].number - n), []).append(e)
+    found = set()
+    for members in by_offset.values():
+        for step in {e.step for e in members}:
+            same = [e for e in members if abs(e.step - step) <= 1]
+            if len({e.page for e in same}) >= least:
+                found.update(e.key for e in same)
+    return found
+
+
+def _at_running_height(edges: list[_Edge], pages: list[_Page], least: int) -> set[tuple[int, int]]:
+    """A running title whose words change with the chapter or section ("CHAPTER 2. 预备知识2.5.
+    DEBIAN 文档"): one line at the height where most pages have their first (or last) line,
+    which begins or ends as the lines there on other pages do. (A page's body starts at one
+    height too, with other words each time.)"""
+    at: dict[tuple[str, int], list[_Edge]] = {}
+    for e in edges:
+        if e.one_line and not e.heading:
+            at.setdefault((e.band, e.step), []).append(e)
+    found = set()
+    for (band, step), members in at.items():
+        near = [e for s in (step - 1, step, step + 1) for e in at.get((band, s), [])]
+        if len({e.page for e in near}) < max(least, _FURNITURE * len(pages)):
             continue
-        masked = {(pi, bi): _mask(pages[pi].blocks[bi].text) for pi, bi in near}
-        for pi, bi in members:
-            alike = {pj for (pj, bj), other in masked.items() if pj != pi and _same_ends(masked[(pi, bi)], other)}
+        for e in members:
+            alike = {o.page for o in near if o.page != e.page and _same_ends(_mask(e.text), _mask(o.text))}
             if len(alike) >= least - 1:
-                found.add((pi, bi))
-    clusters: list[list[tuple]] = []
-    for cand in candidates:
+                found.add(e.key)
+    return found
+
+
+def _repeated(edges: list[_Edge], pages: list[_Page], least: int) -> set[tuple[int, int]]:
+    """Lines that come back at the same height with the same words, digits masked."""
+    from rapidfuzz import fuzz
+
+    clusters: list[list[_Edge]] = []
+    for e in edges:
+        key = _mask(e.text)
+        if len(key) < 2:
+            continue
         for cluster in clusters:
-            band, key, middle = cluster[0][:3]
-            if (band == cand[0] and abs(middle - cand[2]) <= _SAME_HEIGHT
-                    and (key == cand[1] or fuzz.ratio(key, cand[1]) >= _SAME_TEXT)):
-                cluster.append(cand)
+            first = cluster[0]
+            if (first.band == e.band and abs(first.middle - e.middle) <= _SAME_HEIGHT
+                    and (_mask(first.text) == key or fuzz.ratio(_mask(first.text), key) >= _SAME_TEXT)):
+                cluster.append(e)
                 break
         else:
-            clusters.append([cand])
+            clusters.append([e])
+    found = set()
     for cluster in clusters:
-        on = {c[3] for c in cluster}
         # Text that comes back without a page number must come back often: a label at the
         # foot of a few pages ("Syntax:" on 9 of gnuplot's 311) is the body's; a heading
         # that repeats at the top (a slide's "Outline") is running on half the pages only.
-        needed = max(least, len(pages) // 2) if all(c[5] for c in cluster) else max(least, len(pages) // 10)
-        if len(on) >= needed:
-            found.update((c[3], c[4]) for c in cluster)
+        needed = max(least, len(pages) // 2) if all(e.heading for e in cluster) else max(least, len(pages) // 10)
+        if len({e.page for e in cluster}) >= needed:
+            found.update(e.key for e in cluster)
     return found
+
+
+def _running(pages: list[_Page]) -> set[tuple[int, int]]:
+    """(page index, block index) of every running header and footer: a bare page number, a
+    line whose number goes up with the page's, a line at the running lines' height that
+    begins or ends like the others there, a line that comes back with the same words."""
+    edges = _edges(pages)
+    least = 2 if len(pages) <= 4 else 3
+    return ({e.key for e in edges if _PAGE_NUMBER.match(e.text)} | _numbered(edges, pages, least)
+            | _at_running_height(edges, pages, least) | _repeated(edges, pages, least))
 
 
 # --- continuity -------------------------------------------------------------------------
