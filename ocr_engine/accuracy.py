@@ -90,7 +90,7 @@ def run(pages_per_language: int = 12, dpi: int = 150, cache: Path | None = None)
                 reference = page.get_text()
                 rendered = render_page(page, dpi, 40_000_000)
                 started = time.perf_counter()
-                pp_text = ppocr.recognize(rendered, page.rect.width).markdown
+                pp_text = ppocr.recognize(rendered, page.rect.width, page.rect.height).markdown
                 pp_s += time.perf_counter() - started
                 png = Path(tmp) / f"{lang}-{n}.png"
                 pymupdf.Pixmap(pymupdf.csRGB, rendered.image.shape[1], rendered.image.shape[0],

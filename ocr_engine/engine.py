@@ -141,8 +141,9 @@ class OcrEngine:
             tick = time.perf_counter()
             for rendered in iter_pages(doc, pages, s.dpi, s.max_pixels_per_page):
                 self._check_cancel()
-                width = doc.load_page(rendered.page - 1).rect.width
-                result = self._guard(rendered.page, name, lambda: self.ppocr.recognize(rendered, width))
+                rect = doc.load_page(rendered.page - 1).rect
+                result = self._guard(rendered.page, name,
+                                     lambda: self.ppocr.recognize(rendered, rect.width, rect.height))
                 # a page's time is what a caller waits for it: rendering included
                 now = time.perf_counter()
                 result.seconds, tick = round(now - tick, 4), now
@@ -240,7 +241,8 @@ class OcrEngine:
             backend = self.ocr_backend_name()
         arrays = [np.asarray(im.convert("RGB")) if isinstance(im, Image.Image) else im for im in images]
         if backend == "ppocr":
-            return [self._guard(i, backend, lambda a=a, i=i: self.ppocr.recognize(RenderedPage(i, a, 1.0, False), a.shape[1]))
+            return [self._guard(i, backend, lambda a=a, i=i: self.ppocr.recognize(RenderedPage(i, a, 1.0, False),
+                                                                                   a.shape[1], a.shape[0]))
                     for i, a in enumerate(arrays, start=1)]
         if backend == "unlimited":
             return self.unlimited.parse([Image.fromarray(a) for a in arrays], list(range(1, len(arrays) + 1)),

@@ -7,6 +7,8 @@ import unicodedata
 
 from rapidfuzz.distance import Levenshtein
 
+from ocr_engine.layout import is_cjk
+
 
 def normalise(text: str) -> str:
     """NFKC, no whitespace: OCR and text layers differ in spacing and line breaks, not in content."""
@@ -16,6 +18,24 @@ def normalise(text: str) -> str:
 def cer(hypothesis: str, reference: str) -> float:
     """Character error rate: edit distance over the reference's length (whitespace ignored)."""
     ref, hyp = normalise(reference), normalise(hypothesis)
+    if not ref:
+        return 0.0 if not hyp else 1.0
+    return Levenshtein.distance(hyp, ref) / len(ref)
+
+
+def normalise_spaced(text: str) -> str:
+    """NFKC, every whitespace run as one space, and no space next to a CJK character: word
+    spaces count (a Latin line read as "somethingthat" is wrong), Chinese spacing does not."""
+    spaced = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+    # After strip() a space always has a character on each side.
+    return "".join(ch for i, ch in enumerate(spaced)
+                   if ch != " " or not (is_cjk(spaced[i - 1]) or is_cjk(spaced[i + 1])))
+
+
+def cer_spaced(hypothesis: str, reference: str) -> float:
+    """Character error rate with word spaces: edit distance over the reference's length, both
+    normalised by ``normalise_spaced``."""
+    ref, hyp = normalise_spaced(reference), normalise_spaced(hypothesis)
     if not ref:
         return 0.0 if not hyp else 1.0
     return Levenshtein.distance(hyp, ref) / len(ref)

@@ -1,4 +1,8 @@
-from ocr_engine.layout import Line, to_blocks
+import math
+
+import pytest
+
+from ocr_engine.layout import Line, page_skew, reading_order, to_blocks
 
 W = 600.0
 
@@ -29,3 +33,87 @@ def test_columns_do_not_merge_and_taller_lines_become_headings():
     assert blocks[0].type == "heading" and md.startswith("## Chapter title across")
     assert [b.text for b in blocks[1:]] == ["left 0 left 1 left 2 left 3", "right 0 right 1 right 2 right 3"]
     assert blocks[1].confidence == 0.9
+
+
+def skewed(lines: list[tuple[float, float, float, str]], degrees: float, h: float = 10.0) -> list[Line]:
+    """Lines as a scanner skewed by ``degrees`` would show them: each (x0, y0, x1, text) is turned
+    about the page's centre, and comes back as its axis-aligned box and its slope."""
+    a = math.radians(degrees)
+    out = []
+    for x0, y0, x1, text in lines:
+        corners = [(x0, y0), (x1, y0), (x1, y0 + h), (x0, y0 + h)]
+        turned = [(300 + (x - 300) * math.cos(a) - (y - 400) * math.sin(a),
+                   400 + (x - 300) * math.sin(a) + (y - 400) * math.cos(a)) for x, y in corners]
+        xs, ys = [p[0] for p in turned], [p[1] for p in turned]
+        out.append(Line((min(xs), min(ys), max(xs), max(ys)), text, 0.9, a))
+    return out
+
+
+def test_a_skewed_two_column_page_with_a_spanning_line_is_read_column_by_column():
+    # 1.5 degrees moves a column's edge by 13 pt down these 40 lines (480 pt): more than the 10 pt gutter.
+    left = [(72, 120 + 12 * i, 295, f"L{i}") for i in range(40)]
+    right = [(305, 120 + 12 * i, 528, f"R{i}") for i in range(40)]
+    caption = [(200, 612, 400, "CAPTION")]  # across the gutter, below both columns
+    below = [(72, 630 + 12 * i, 295, f"l{i}") for i in range(5)] + [(305, 630 + 12 * i, 528, f"r{i}") for i in range(5)]
+    header = [(150, 90, 450, "HEADER")]
+    lines = skewed(right + header + below + caption + left, 1.5)
+    order = [ln.text for run in reading_order(lines, W) for ln in run]
+    assert order == (["HEADER"] + [f"L{i}" for i in range(40)] + [f"R{i}" for i in range(40)] + ["CAPTION"]
+                     + [f"l{i}" for i in range(5)] + [f"r{i}" for i in range(5)])
+
+
+def test_a_skewed_paragraph_is_one_block_and_its_box_is_on_the_page():
+    # Skewed by 1.5 degrees, a 450 pt line's box is 12 pt taller than its text, more than the pitch.
+    lines = skewed([(72, 120 + 12 * i, 522, f"line{i}") for i in range(9)] + [(72, 228, 250, "end.")], -1.5)
+    blocks, md = to_blocks(lines, W)
+    assert [b.text for b in blocks] == [" ".join(f"line{i}" for i in range(9)) + " end."]
+    assert "#" not in md
+    assert blocks[0].bbox == (min(ln.bbox[0] for ln in lines), min(ln.bbox[1] for ln in lines),
+                              max(ln.bbox[2] for ln in lines), max(ln.bbox[3] for ln in lines))
+
+
+def test_a_running_header_over_the_right_column_is_read_before_the_left_column():
+    head = [line(420, 40, 550, "RUNNING HEAD")]
+    left = [line(50, 80 + 14 * i, 290, f"L{i}") for i in range(6)]
+    right = [line(310, 80 + 14 * i, 550, f"R{i}") for i in range(6)]
+    order = [ln.text for run in reading_order(left + right + head, W) for ln in run]
+    assert order == ["RUNNING HEAD"] + [f"L{i}" for i in range(6)] + [f"R{i}" for i in range(6)]
+
+
+def test_a_table_on_a_one_column_page_is_read_row_by_row_though_a_line_crosses_its_gap():
+    text = [line(50, 100 + 14 * i, 550, f"para {i}") for i in range(3)] + [line(50, 142, 330, "para end:")]
+    table = []
+    for i in range(6):
+        table += [line(60, 160 + 14 * i, 250, f"key {i}"), line(320, 160 + 14 * i, 540, f"value {i}")]
+    after = [line(50, 250 + 14 * i, 550, f"after {i}") for i in range(3)]
+    order = [ln.text for run in reading_order(after + table + text, W) for ln in run]
+    assert order == [ln.text for ln in sorted(text + table + after, key=lambda ln: (ln.bbox[1], ln.bbox[0]))]
+    # The same band with no full-width text around it is two columns, "para end:" across them.
+    order = [ln.text for run in reading_order(table + text[3:], W) for ln in run]
+    assert order == ["para end:"] + [f"key {i}" for i in range(6)] + [f"value {i}" for i in range(6)]
+
+
+def test_a_table_of_four_columns_filling_a_page_is_read_row_by_row():
+    rows = []
+    for i in range(15):
+        y = 80 + 16 * i
+        rows += [line(50, y, 120, f"pkg{i}"), line(140, y, 230, f"V:{i}"), line(330, y, 370, f"{i}0"),
+                 line(390, y, 540, f"what {i} does")]
+    order = [ln.text for run in reading_order(rows, W) for ln in run]
+    assert order == [ln.text for ln in sorted(rows, key=lambda ln: (ln.bbox[1], ln.bbox[0]))]
+
+
+def test_a_band_that_many_lines_cross_in_the_middle_is_read_row_by_row():
+    # A form: label and value side by side, and every third row one entry across the middle.
+    rows = []
+    for i in range(12):
+        y = 100 + 14 * i
+        rows += [line(150, y, 480, f"wide {i}")] if i % 3 == 2 else [line(72, y, 250, f"label {i}"),
+                                                                      line(350, y, 528, f"value {i}")]
+    order = [ln.text for run in reading_order(rows, W) for ln in run]
+    assert order == [ln.text for ln in sorted(rows, key=lambda ln: (ln.bbox[1], ln.bbox[0]))]
+
+
+def test_the_skew_is_the_slope_of_the_long_lines():
+    lines = skewed([(72, 120 + 12 * i, 528, "x") for i in range(5)], 1.2) + [line(72, 300, 100, "short")]
+    assert math.degrees(page_skew(lines)) == pytest.approx(1.2)
