@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Iterable, Sequence
 
+from ocr_engine.layout import is_cjk as _cjk
 from ocr_engine.tables import parse_table_text, table_markdown
 
 BBox = tuple[float, float, float, float]
@@ -347,10 +348,6 @@ _SHORT = 40  # characters (``_size``): shorter text at a break is a label, a tit
 _FOOTNOTE = re.compile(r"^\s*([∗*†‡§¶]|[¹²³⁴⁵⁶⁷⁸⁹⁰]+|\d{1,2}\s+[A-Z])")
 _CAPTION = re.compile(r"^\s*(Figure|Fig\.|Table|Listing|图|表)\s*\d", re.IGNORECASE)
 _LOOK = 4  # blocks stepped over at a break: footnotes below the paragraph, figure labels above its end
-
-
-def _cjk(ch: str) -> bool:
-    return "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff"
 
 
 def _size(text: str) -> int:
