@@ -341,8 +341,16 @@ def _running(pages: list[_Page]) -> set[tuple[int, int]]:
     begins or ends like the others there, a line that comes back with the same words."""
     edges = _edges(pages)
     least = 2 if len(pages) <= 4 else 3
-    return ({e.key for e in edges if _PAGE_NUMBER.match(e.text)} | _numbered(edges, pages, least)
-            | _at_running_height(edges, pages, least) | _repeated(edges, pages, least))
+    found = ({e.key for e in edges if _PAGE_NUMBER.match(e.text)} | _numbered(edges, pages, least)
+             | _at_running_height(edges, pages, least) | _repeated(edges, pages, least))
+    # Running lines frame a body. Where most of the pages that hold them hold nothing else
+    # ("Archive folio 7. Register of shipments, batch 1006." alone on each scanned page),
+    # the lines are the document's text, and setting them aside would leave it empty.
+    holding = {pi for pi, _ in found}
+    bare = [pi for pi in holding if all((pi, bi) in found for bi in range(len(pages[pi].blocks)))]
+    if holding and 2 * len(bare) > len(holding):
+        found -= {(pi, bi) for pi in bare for bi in range(len(pages[pi].blocks)) if not _PAGE_NUMBER.match(pages[pi].blocks[bi].text)}
+    return found
 
 
 # --- continuity -------------------------------------------------------------------------

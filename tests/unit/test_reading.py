@@ -197,3 +197,21 @@ def test_an_unfinished_sentence_leads_into_the_list_on_the_next_page():
     assert read_document(pages).pieces[0].text.endswith("我们建议你1. 从CTAN 下载zhmCJK 宏包的TDS 安装包， 2. 按目录结构将文件复制到本地目录。")
     p1[0]["text"] = "The packages this guide uses are the following:"  # a colon closes: the list is its own
     assert len(read_document(pages).pieces) == 2
+
+
+def test_a_line_alone_on_every_page_is_the_text_not_a_running_line():
+    # Both shapes once set every page's only line aside and indexed nothing: a line numbered
+    # by its page, and a line that comes back with the same words, digits aside.
+    doc = pymupdf.open()
+    for i in range(1, 6):
+        page = doc.new_page(width=595, height=842)
+        page.insert_textbox(pymupdf.Rect(60, 60, 535, 200),
+                            f"Archive folio {i}. Register of shipments, batch {1000 + i}, checked by the clerk.",
+                            fontsize=14, fontname="helv")
+    numbered = doc.new_page(width=595, height=842)  # a last page whose line starts with its number
+    numbered.insert_text((60, 80), "6 Register closed by the clerk at the end of the year.", fontsize=14)
+    reading = read_document(textlayer_pages(doc.tobytes()))
+    doc.close()
+    assert not reading.running
+    assert [p.pages for p in reading.pieces] == [[n] for n in range(1, 7)]
+    assert "folio 3." in reading.pieces[2].text
