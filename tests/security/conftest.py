@@ -1,0 +1,59 @@
+"""One live local stack (``kb up``) for the whole security suite: each test probes it from
+outside, as a user or an attacker would, on loopback only.
+
+The stack is started once per session; tests share it and isolate their data by inbox
+prefix (``security/<test>/``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.stack.kbcli import kb
+from tests.stack.kbcli import stack_env as stack_env_for
+
+
+def pytest_collection_modifyitems(items):
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.security)
+
+
+@dataclass
+class LiveStack:
+    env: dict[str, str]
+    secrets: dict[str, str]
+    status: dict
+
+    @property
+    def search_url(self) -> str:
+        return self.status["search"]["url"]
+
+    @property
+    def ocr_url(self) -> str:
+        return self.status["ocr"]["url"]
+
+    def url(self, part: str) -> str:
+        return self.status[part]["url"]
+
+    def kb(self, *args: str, timeout: float = 600):
+        return kb(self.env, *args, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory) -> LiveStack:
+    env = stack_env_for(tmp_path_factory.mktemp("security-stack"))
+    up = kb(env, "up")
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        state = Path(env["KB_STATE_DIR"])
+        secrets = dict(line.split("=", 1) for line in (state / "secrets.env").read_text().split())
+        done = kb(env, "status", "--json")
+        assert done.returncode == 0, done.stderr
+        yield LiveStack(env, secrets, json.loads(done.stdout))
+    finally:
+        kb(env, "down")
