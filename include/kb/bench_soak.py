@@ -7,9 +7,10 @@ DAG allows). At the end it waits for the last run and reports:
 
 - documents uploaded, and how many stand indexed at their latest content;
 - errors: failed runs, failed searches, documents not indexed at the end;
-- the RSS and open file descriptors of every long-lived process (one alive at the start
-  and at the end: the S3 server, the OCR and search services, Airflow's components), with
-  the growth. The start is taken after a warm-up run, so model loading is not growth.
+- the RSS and open file descriptors of every long-lived process (one alive before and after
+  a warm-up run: the S3 server, the OCR and search services, Airflow's components), with the
+  growth. The start is taken after that warm-up run, so model loading is not growth. A
+  long-lived process that is gone at the end is reported as died, and counted as an error.
 
 Traffic goes only to the stack's own loopback services, bounded by the duration.
 """
@@ -69,17 +70,27 @@ def _program(command: str) -> str:
     return command.split(" -- ")[0]
 
 
-def _long_lived(start: list[dict[str, Any]], end: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    before = {p["pid"]: p for p in start}
+def long_lived(before: list[dict[str, Any]], start: list[dict[str, Any]],
+               end: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A row per long-lived process: one alive before the warm-up run and still after it
+    (a task process of that run is not). Each has ``alive``: a process that is gone at
+    ``end``, or whose pid now runs another program, died during the soak; its row keeps its
+    start figures and has ``None`` for the end ones."""
+    earlier = {p["pid"]: _program(p["command"]) for p in before}
+    now = {p["pid"]: p for p in end}
     rows = []
-    for p in end:
-        b = before.get(p["pid"])
-        if b is None or _program(b["command"]) != _program(p["command"]):
-            continue  # a task process, or one that was restarted
-        growth = (p["rss_mb"] - b["rss_mb"]) / b["rss_mb"] * 100 if b["rss_mb"] else 0.0
-        rows.append({"part": p["part"], "pid": p["pid"], "command": _program(p["command"]), "rss_start_mb": b["rss_mb"],
-                     "rss_end_mb": p["rss_mb"], "rss_growth_pct": round(growth, 1), "fds_start": b["fds"],
-                     "fds_end": p["fds"]})
+    for b in start:
+        if earlier.get(b["pid"]) != _program(b["command"]):
+            continue  # started during the warm-up run: a task process
+        p = now.get(b["pid"])
+        alive = p is not None and _program(p["command"]) == _program(b["command"])
+        row = {"part": b["part"], "pid": b["pid"], "command": _program(b["command"]), "alive": alive,
+               "rss_start_mb": b["rss_mb"], "rss_end_mb": None, "rss_growth_pct": None,
+               "fds_start": b["fds"], "fds_end": None}
+        if alive:
+            growth = (p["rss_mb"] - b["rss_mb"]) / b["rss_mb"] * 100 if b["rss_mb"] else 0.0
+            row.update(rss_end_mb=p["rss_mb"], rss_growth_pct=round(growth, 1), fds_end=p["fds"])
+        rows.append(row)
     return rows
 
 
@@ -107,6 +118,7 @@ def soak(minutes: float = 30.0, interval_s: float = 5.0, searches_per_s: float =
 
     echo(f"warm-up: one document through a run under {prefix} ...")
     upload(0, 0)
+    before = processes(stack)
     warm = run_ingest(stack, {"prefix": prefix}, run_timeout_s, echo=lambda _l: None, poll_s=1.0)
     start = processes(stack)
 
@@ -166,7 +178,8 @@ def soak(minutes: float = 30.0, interval_s: float = 5.0, searches_per_s: float =
         entry = ledger.get(doc_id_for(settings.inbox_bucket, key))
         if not (entry and entry.status == Status.INDEXED and entry.indexed_sha256 == hashlib.sha256(data).hexdigest()):
             not_indexed.append({"key": key, "status": entry.status.value if entry else None})
-    long_lived = _long_lived(start, end)
+    rows = long_lived(before, start, end)
+    died = [{k: p[k] for k in ("part", "pid", "command")} for p in rows if not p["alive"]]
     failed_runs = [r for r, s in runs.items() if s != "success"]
     ms = sorted(searches.ms)
     out = {
@@ -177,26 +190,33 @@ def soak(minutes: float = 30.0, interval_s: float = 5.0, searches_per_s: float =
         "search_p50_ms": round(ms[len(ms) // 2], 1) if ms else None,
         "search_p99_ms": round(ms[int(len(ms) * 0.99)], 1) if ms else None,
         "errors": {"failed_runs": failed_runs, "search_errors": searches.errors[:20],
-                   "search_error_count": len(searches.errors), "not_indexed": not_indexed},
-        "error_count": len(failed_runs) + len(searches.errors) + len(not_indexed),
-        "processes": long_lived,
-        "max_rss_growth_pct": max((p["rss_growth_pct"] for p in long_lived), default=None),
+                   "search_error_count": len(searches.errors), "not_indexed": not_indexed,
+                   "processes_died": died},
+        "error_count": len(failed_runs) + len(searches.errors) + len(not_indexed) + len(died),
+        "processes": rows,
+        "max_rss_growth_pct": max((p["rss_growth_pct"] for p in rows if p["alive"]), default=None),
     }
-    out["table"] = _table(out)
+    out["table"] = table(out)
     return out
 
 
-def _table(out: dict[str, Any]) -> str:
+def table(out: dict[str, Any]) -> str:
+    """The report as text: totals, errors, and a line per long-lived process."""
     lines = [
         f"soak: {out['minutes']} min under {out['prefix']}",
         f"  documents: {out['uploads']} uploads ({out['documents']} documents, {out['new_versions']} new versions); "
         f"{out['documents_indexed']} indexed at their latest content",
         f"  runs: {out['runs']}; searches: {out['searches']} (p50 {out['search_p50_ms']} ms, p99 {out['search_p99_ms']} ms)",
         f"  errors: {out['error_count']} ({len(out['errors']['failed_runs'])} failed runs, "
-        f"{out['errors']['search_error_count']} failed searches, {len(out['errors']['not_indexed'])} not indexed)",
+        f"{out['errors']['search_error_count']} failed searches, {len(out['errors']['not_indexed'])} not indexed, "
+        f"{len(out['errors']['processes_died'])} long-lived processes died)",
         "  long-lived processes (RSS MB start -> end, growth; open fds start -> end):",
     ]
     for p in out["processes"]:
+        if not p["alive"]:
+            lines.append(f"    {p['part']:<9} {p['pid']:>7} {p['command'][:44]:<44} {p['rss_start_mb']:>7.1f} -> "
+                         f"   DIED during the soak               fds {p['fds_start']} -> -")
+            continue
         lines.append(f"    {p['part']:<9} {p['pid']:>7} {p['command'][:44]:<44} {p['rss_start_mb']:>7.1f} -> "
                      f"{p['rss_end_mb']:>7.1f} MB ({p['rss_growth_pct']:+.1f}%)  fds {p['fds_start']} -> {p['fds_end']}")
     return "\n".join(lines)

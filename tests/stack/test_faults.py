@@ -261,7 +261,10 @@ def test_soak_for_two_minutes_processes_every_upload_without_errors_or_growth(st
     assert result["uploads"] >= 10 and result["documents_indexed"] == result["documents"]
     parts = {p["part"] for p in result["processes"]}
     assert {"s3", "ocr", "search", "airflow"} <= parts, parts
+    # a long-lived process that died is in the table and counted as an error, not left out
+    assert result["errors"]["processes_died"] == [], result["errors"]["processes_died"]
     for p in result["processes"]:
+        assert p["alive"], p
         assert p["fds_end"] <= p["fds_start"] + 20, p  # nothing leaks descriptors per run
         # Our processes and Airflow's stay flat. weed (a Go binary, not ours) is reported but
         # not held to it: over 30 minutes it grew 115 -> 414 MB, and a fresh start on the same
