@@ -3,25 +3,41 @@
 Born-digital PDFs first, then the image-only copies, each group in a run of its own
 under a fresh prefix, so each group's pages per second is its own wall time from the
 trigger to the run's end. A row per document comes from the runs' summaries: pages,
-text-layer and OCR pages, the extract tasks' seconds, and its status.
+text-layer and OCR pages, the extract tasks' seconds, and its status. The pages a group
+indexed, and so its pages per second, are counted from the ledger: each document the ledger
+holds as indexed at the uploaded content, its pages less the ones it is searchable without.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from kb.corpus import fetch
+from kb.ledger import LedgerEntry, Status
+
+
+def indexed_pages(entry: LedgerEntry | None, sha256: str) -> int:
+    """The pages the ledger says are searchable for the content ``sha256``: none unless the
+    entry is indexed at that content, else its pages less its failed pages."""
+    if entry is None or entry.status != Status.INDEXED or entry.indexed_sha256 != sha256:
+        return 0
+    return (entry.pages or 0) - len(entry.failed_pages or [])
 
 
 def bench_corpus(dest: Path, timeout_s: float = 7200.0, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    from kb.ledger import doc_id_for
+    from kb.ledger_db import Ledger
     from kb.objectstore import ObjectStore
     from kb.settings import PipelineSettings, StackSettings
     from kb.stack import run_ingest
 
     files = fetch(dest, echo=echo)
     settings, store = PipelineSettings(), ObjectStore.from_settings()
+    ledger = Ledger.for_settings(settings, store)
+    digests: dict[str, str] = {}
     prefix = f"corpus/{time.strftime('%Y%m%dT%H%M%S')}/"
     groups: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
@@ -29,7 +45,9 @@ def bench_corpus(dest: Path, timeout_s: float = 7200.0, echo: Callable[[str], No
         chosen = [f for f in files if f.scanned == scanned]
         where = f"{prefix}{group}/"
         for f in chosen:
-            store.put_bytes(settings.inbox_bucket, where + f.path.name, f.path.read_bytes(), content_type="application/pdf")
+            data = f.path.read_bytes()
+            digests[f.path.name] = hashlib.sha256(data).hexdigest()
+            store.put_bytes(settings.inbox_bucket, where + f.path.name, data, content_type="application/pdf")
         echo(f"{group}: {len(chosen)} files, {sum(f.pages for f in chosen)} pages uploaded under {where}")
         started = time.perf_counter()
         outcome = run_ingest(StackSettings(), {"prefix": where, "force": False}, timeout_s, echo=echo, poll_s=1.0)
@@ -40,9 +58,12 @@ def bench_corpus(dest: Path, timeout_s: float = 7200.0, echo: Callable[[str], No
         for f in chosen:
             d = done.get(where + f.path.name, {})
             indexed = d.get("status") == "indexed"
-            pages += f.pages if indexed else 0
+            got = indexed_pages(ledger.get(doc_id_for(settings.inbox_bucket, where + f.path.name)),
+                                digests[f.path.name])
+            pages += got
             rows.append({
                 "file": f.path.name, "group": group, "language": f.document.language, "pages": f.pages,
+                "pages_indexed": got,
                 "text_pages": (d.get("pages") or 0) - (d.get("ocr_pages") or 0) - (d.get("failed_pages") or 0)
                 if indexed else None,
                 "ocr_pages": d.get("ocr_pages"), "failed_pages": d.get("failed_pages"),
@@ -56,6 +77,7 @@ def bench_corpus(dest: Path, timeout_s: float = 7200.0, echo: Callable[[str], No
                          "limits": summary.get("limits")}
     totals = {
         "files": len(rows), "pages": sum(r["pages"] for r in rows),
+        "pages_indexed": sum(r["pages_indexed"] for r in rows),
         "indexed": sum(1 for r in rows if r["status"] == "indexed"),
         "not_indexed": [r["file"] for r in rows if r["status"] != "indexed"],
         "pages_failed": sum(r["failed_pages"] or 0 for r in rows),
@@ -77,6 +99,7 @@ def _table(rows: list[dict[str, Any]], groups: dict[str, Any], totals: dict[str,
     for name, g in groups.items():
         lines.append(f"{name}: {g['pages_indexed']}/{g['pages']} pages indexed in {g['seconds']} s = "
                      f"{g['pages_per_s']} pages/s (run {g['state']}, {g['ranges']} ranges, {g['ranges_split']} split)")
-    lines.append(f"total: {totals['indexed']}/{totals['files']} documents indexed, {totals['pages']} pages, "
+    lines.append(f"total: {totals['indexed']}/{totals['files']} documents indexed, "
+                 f"{totals['pages_indexed']}/{totals['pages']} pages indexed (ledger), "
                  f"{totals['pages_failed']} page(s) left out; not indexed: {totals['not_indexed'] or 'none'}")
     return "\n".join(lines)
