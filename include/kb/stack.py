@@ -333,6 +333,73 @@ def weed_ports(s: StackSettings) -> dict[str, int]:
     return ports
 
 
+def weed_security_dir(s: StackSettings) -> Path:
+    """The folder of weed's ``security.toml`` and its certificates; ``weed -config_dir=<it> shell``
+    is how an operator reaches the filer, master and volume servers."""
+    return s.state_dir / "weed-security"
+
+
+def write_weed_security(s: StackSettings) -> Path:
+    """Credentials for weed's own servers, new on every start (only weed's parts and an
+    operator's ``weed shell`` hold them); returns the folder, for ``weed -config_dir``.
+
+    Only the S3 gateway, with its -s3.config keys, answers without a client certificate.
+    The filer, master and volume servers take mutual TLS on HTTP and gRPC: without a
+    certificate from this folder's CA the handshake fails, so no client reaches e.g. the
+    master's ``/dir/assign`` or ``/col/delete``, which JWT does not guard. Behind the TLS
+    the filer and volume servers also check JWTs (signed with keys in ``security.toml``,
+    expiring after 10 s) for reads and writes, which guards the filer's plain-HTTP Unix
+    socket (``/tmp/seaweedfs-filer-<port>.sock``) too."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    folder = weed_security_dir(s)
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def certificate(subject: str, key, issuer: str, issuer_key, ca: bool) -> x509.Certificate:
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=365))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True))
+        if not ca:
+            builder = (builder
+                       .add_extension(x509.SubjectAlternativeName(
+                           [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(s.host))]), critical=False)
+                       .add_extension(x509.ExtendedKeyUsage(
+                           [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False))
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    pem = serialization.Encoding.PEM
+    ca_cert = certificate("kb local weed CA", ca_key, "kb local weed CA", ca_key, ca=True)
+    cert = certificate("weed", key, "kb local weed CA", ca_key, ca=False)
+    ca_path, cert_path, key_path = folder / "ca.crt", folder / "weed.crt", folder / "weed.key"
+    _write_private(ca_path, ca_cert.public_bytes(pem).decode())
+    _write_private(cert_path, cert.public_bytes(pem).decode())
+    _write_private(key_path, key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()).decode())
+    tls = f'cert = "{cert_path}"\nkey = "{key_path}"\n'
+    toml = "".join(f'[{table}]\nkey = "{secrets.token_urlsafe(32)}"\nexpires_after_seconds = 10\n'
+                   for table in ("jwt.signing", "jwt.signing.read", "jwt.filer_signing", "jwt.filer_signing.read"))
+    toml += "[access]\nui = false\n[filer.expose_directory_metadata]\nenabled = false\n"
+    toml += f'[grpc]\nca = "{ca_path}"\n'
+    toml += "".join(f"[grpc.{part}]\n{tls}" for part in ("master", "volume", "filer", "s3", "client"))
+    toml += f'[https.client]\nenabled = true\n{tls}ca = "{ca_path}"\n'
+    toml += "".join(f'[https.{part}]\n{tls}ca = "{ca_path}"\n' for part in ("master", "volume", "filer"))
+    _write_private(folder / "security.toml", toml)
+    return folder
+
+
 def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
     if part_pid(s, "s3"):
         return
@@ -360,7 +427,7 @@ def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
     data = s.state_dir / "weed"
     data.mkdir(parents=True, exist_ok=True)
     cmd = [
-        weed_binary(), "server", f"-ip={s.host}", f"-ip.bind={s.host}", f"-dir={data}",
+        weed_binary(), f"-config_dir={write_weed_security(s)}", "server", f"-ip={s.host}", f"-ip.bind={s.host}", f"-dir={data}",
         f"-master.port={s.weed_master_port}", f"-volume.port={s.weed_volume_port}",
         "-filer", f"-filer.port={s.weed_filer_port}",
         "-s3", f"-s3.port={s.s3_port}", f"-s3.config={config_path}",
