@@ -70,7 +70,10 @@ def test_the_search_service_reads_the_qdrant_server_and_has_its_own_key():
 
 AIRFLOW_SERVICES = ("airflow-init", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                     "airflow-triggerer", "airflow-worker", "airflow-worker-gpu")
-LEDGER_INIT = REPO / "include" / "config" / "postgres-init" / "01-kb-ledger.sh"
+POSTGRES_INIT = REPO / "include" / "config" / "postgres-init"
+AIRFLOW_DB_INIT = POSTGRES_INIT / "00-airflow-db.sh"
+LEDGER_INIT = POSTGRES_INIT / "01-kb-ledger.sh"
+SEARCH_ROLE_INIT = POSTGRES_INIT / "02-kb-search-role.sh"
 
 
 def test_the_ledger_has_its_own_database_and_role_apart_from_airflows():
@@ -78,7 +81,8 @@ def test_the_ledger_has_its_own_database_and_role_apart_from_airflows():
     postgres = services["postgres"]
     assert "./include/config/postgres-init:/docker-entrypoint-initdb.d:ro" in postgres["volumes"]
     assert postgres["environment"]["KB_LEDGER_DB_PASSWORD"] == "${KB_LEDGER_DB_PASSWORD:?set in .env}"
-    assert LEDGER_INIT.is_file() and LEDGER_INIT.stat().st_mode & 0o111  # the entrypoint runs executables
+    for script in (AIRFLOW_DB_INIT, LEDGER_INIT, SEARCH_ROLE_INIT):
+        assert script.is_file() and script.stat().st_mode & 0o111, script  # the entrypoint runs executables
     for name in AIRFLOW_SERVICES:
         env = services[name]["environment"]
         assert env["KB_LEDGER_URL"] == \
@@ -105,7 +109,7 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 @pytest.fixture
 def scratch_postgres():
     """A throwaway Postgres on a Unix socket only (no TCP port), with password auth, the way
-    the image's init phase sees it: superuser `airflow`, database `airflow`."""
+    the image's init phase sees it: superuser `postgres`, database `postgres`."""
     initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
     if not (initdb and pg_ctl):
         pytest.skip("Debian's postgresql package is not installed")
@@ -116,16 +120,13 @@ def scratch_postgres():
     (root / "pw").chmod(0o644)
     data = root / "data"
     try:
-        subprocess.run(_as_postgres([initdb, "-D", str(data), "-U", "airflow", "--pwfile", str(root / "pw"),
+        subprocess.run(_as_postgres([initdb, "-D", str(data), "-U", "postgres", "--pwfile", str(root / "pw"),
                                      "--auth=scram-sha-256", "--no-instructions"]),
                        check=True, capture_output=True, timeout=120)
         subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "-o",
                                      f"-c listen_addresses='' -c unix_socket_directories={root}", "start"]),
                        check=True, capture_output=True, timeout=90)
         try:
-            subprocess.run(_as_postgres([_postgres_bin("createdb") or "createdb", "-h", str(root), "-U", "airflow",
-                                         "airflow"]),
-                           check=True, capture_output=True, timeout=30, env={**os.environ, "PGPASSWORD": "superuser-pw"})
             yield root
         finally:
             subprocess.run(_as_postgres([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"]),
@@ -134,20 +135,18 @@ def scratch_postgres():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _psql(socket_dir: Path, user: str, password: str, sql: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["psql", "-h", str(socket_dir), "-U", user, "-d", "kb_ledger", "-XAtq",
+def _psql(socket_dir: Path, user: str, password: str, sql: str, db: str = "kb_ledger") -> subprocess.CompletedProcess:
+    return subprocess.run(["psql", "-h", str(socket_dir), "-U", user, "-d", db, "-XAtq",
                            "-v", "ON_ERROR_STOP=1", "-c", sql],
                           capture_output=True, text=True, timeout=30, env={**os.environ, "PGPASSWORD": password})
 
 
 def test_the_ledger_init_script_makes_a_role_that_owns_its_database_and_reruns_as_a_rotation(scratch_postgres):
     def init(password: str) -> None:
-        env = {**os.environ, "PGHOST": str(scratch_postgres), "PGPASSWORD": "superuser-pw",
-               "POSTGRES_USER": "airflow", "POSTGRES_DB": "airflow", "KB_LEDGER_DB_PASSWORD": password}
-        subprocess.run(["bash", str(LEDGER_INIT)], check=True, capture_output=True, env=env, timeout=60)
+        _run_init(scratch_postgres, LEDGER_INIT, KB_LEDGER_DB_PASSWORD=password)
 
-    init("first-Pw_1'; DROP ROLE airflow; --")  # quoted by psql, never spliced into the SQL
-    made = _psql(scratch_postgres, "kb_ledger", "first-Pw_1'; DROP ROLE airflow; --",
+    init("first-Pw_1'; DROP ROLE postgres; --")  # quoted by psql, never spliced into the SQL
+    made = _psql(scratch_postgres, "kb_ledger", "first-Pw_1'; DROP ROLE postgres; --",
                  "CREATE TABLE probe (x int); SELECT current_user, pg_get_userbyid(datdba) "
                  "FROM pg_database WHERE datname = current_database()")
     assert made.returncode == 0, made.stderr
@@ -156,7 +155,92 @@ def test_the_ledger_init_script_makes_a_role_that_owns_its_database_and_reruns_a
 
     init("second-pw")  # the role and database exist: only the password changes
     assert _psql(scratch_postgres, "kb_ledger", "second-pw", "SELECT count(*) FROM probe").stdout.strip() == "0"
-    assert _psql(scratch_postgres, "kb_ledger", "first-Pw_1'; DROP ROLE airflow; --", "SELECT 1").returncode != 0
+    assert _psql(scratch_postgres, "kb_ledger", "first-Pw_1'; DROP ROLE postgres; --", "SELECT 1").returncode != 0
+
+
+def _run_init(socket_dir: Path, script: Path, check: bool = True, **passwords: str) -> subprocess.CompletedProcess:
+    """One init script as the postgres image runs it: as the superuser, on the Unix socket."""
+    env = {**os.environ, "PGHOST": str(socket_dir), "PGPASSWORD": "superuser-pw", "POSTGRES_USER": "postgres",
+           "POSTGRES_DB": "postgres", **passwords}
+    return subprocess.run(["bash", str(script)], check=check, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_each_database_gets_its_own_role_and_the_search_role_only_reads_the_ledger(scratch_postgres):
+    from kb.errors import LedgerUnavailable
+    from kb.ledger import LedgerEntry, Status, doc_id_for
+    from kb.ledger_db import Ledger
+
+    pw = {"AIRFLOW_DB_PASSWORD": "airflow-pw", "KB_LEDGER_DB_PASSWORD": "ledger-pw", "KB_SEARCH_DB_PASSWORD": "search-pw"}
+    for script in (AIRFLOW_DB_INIT, LEDGER_INIT, SEARCH_ROLE_INIT):  # the image runs them in name order
+        _run_init(scratch_postgres, script, **pw)
+
+    # Airflow owns its metadata database, is no superuser, and cannot reach the ledger
+    made = _psql(scratch_postgres, "airflow", "airflow-pw", "CREATE TABLE probe (x int); "
+                 "SELECT rolsuper FROM pg_roles WHERE rolname = current_user", db="airflow")
+    assert made.returncode == 0 and made.stdout.split() == ["f"], made.stderr
+    assert _psql(scratch_postgres, "airflow", "airflow-pw", "SELECT 1").returncode != 0
+    for role, password in (("kb_ledger", "ledger-pw"), ("kb_search", "search-pw")):
+        assert _psql(scratch_postgres, role, password, "SELECT 1", db="airflow").returncode != 0, role
+
+    # the pipeline writes the ledger; the search service reads what it wrote, and cannot write
+    def url(role: str, password: str) -> str:
+        return f"postgresql+psycopg2://{role}:{password}@/kb_ledger?host={scratch_postgres}"
+
+    doc_id = doc_id_for("inbox", "a.pdf")
+    Ledger(url("kb_ledger", "ledger-pw")).put(
+        LedgerEntry(doc_id, "inbox", "a.pdf", "etag-1", "v1", 10, Status.INDEXED))
+    reader = Ledger(url("kb_search", "search-pw"))
+    assert reader.get(doc_id).etag == "etag-1"
+    with pytest.raises(LedgerUnavailable):
+        reader.put(LedgerEntry(doc_id, "inbox", "a.pdf", "etag-2", "v2", 10, Status.INDEXED))
+    assert Ledger(url("kb_ledger", "ledger-pw")).get(doc_id).etag == "etag-1"
+
+
+def test_the_airflow_role_script_refuses_a_volume_whose_airflow_role_is_a_superuser(scratch_postgres):
+    # a volume made before the roles were split: `airflow` was the image's superuser
+    done = subprocess.run(["psql", "-h", str(scratch_postgres), "-U", "postgres", "-d", "postgres", "-Xq", "-c",
+                           "CREATE ROLE airflow LOGIN SUPERUSER"], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PGPASSWORD": "superuser-pw"})
+    assert done.returncode == 0, done.stderr
+    refused = _run_init(scratch_postgres, AIRFLOW_DB_INIT, check=False, AIRFLOW_DB_PASSWORD="airflow-pw")
+    assert refused.returncode != 0 and "docs/DEPLOY.md" in refused.stderr
+
+
+FAKE_MC = """#!/bin/sh
+# mc as minio-init calls it: records each call; an attached policy cannot be attached twice
+echo "$*" >> "$MC_LOG"
+case "$1 $2 $3" in
+  "admin policy attach")
+    if [ -e "$MC_STATE/$7.$5" ]; then echo "policy already attached" >&2; exit 1; fi
+    : > "$MC_STATE/$7.$5" ;;
+  "admin user info")
+    echo "AccessKey: $5"; for f in "$MC_STATE/$5".*; do [ -e "$f" ] && echo "PolicyName: ${f##*.}"; done ;;
+esac
+exit 0
+"""
+
+
+def test_minio_init_gives_each_service_its_own_user_and_policy_and_reruns(tmp_path):
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir(), state.mkdir()
+    (bin_dir / "mc").write_text(FAKE_MC)
+    (bin_dir / "mc").chmod(0o755)
+    keys = {"MINIO_ROOT_USER": "root-user", "MINIO_ROOT_PASSWORD": "root-secret-value",
+            "AIRFLOW_S3_ACCESS_KEY": "airflow-ak", "AIRFLOW_S3_SECRET_KEY": "airflow-secret-value",
+            "OCR_S3_ACCESS_KEY": "ocr-ak", "OCR_S3_SECRET_KEY": "ocr-secret-value",
+            "SEARCH_S3_ACCESS_KEY": "search-ak", "SEARCH_S3_SECRET_KEY": "search-secret-value"}
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "MC_LOG": str(tmp_path / "calls"), "MC_STATE": str(state), **keys}
+    script = REPO / "include" / "config" / "minio-init" / "init.sh"
+    for _ in range(2):  # the second run finds every policy attached already
+        done = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert not any(v in done.stdout + done.stderr for k, v in keys.items() if "SECRET" in k or "PASSWORD" in k)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert "mb --ignore-existing kb/inbox kb/kb-artifacts" in calls and "version enable kb/inbox" in calls
+    for user, policy in (("airflow-ak", "kb-pipeline"), ("ocr-ak", "kb-ocr-read"), ("search-ak", "kb-search-read")):
+        assert f"admin policy create kb {policy} {script.parent}/{policy}.json" in calls
+        assert (script.parent / f"{policy}.json").is_file()
+        assert sorted(p.name for p in state.glob(f"{user}.*")) == [f"{user}.{policy}"]  # that policy, only
 
 
 def test_the_ledger_init_script_refuses_to_run_without_a_password():
