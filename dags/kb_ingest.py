@@ -13,8 +13,11 @@ New and changed documents in the `inbox` bucket become searchable chunks in Qdra
    deterministic ids, then drops the previous version's points.
    Great Expectations gates the pages (before chunking) and the chunks (before upsert); a
    document that fails a gate is quarantined and its older indexed version stays searchable.
-5. **report** writes the run summary and fails the run if any document failed.
-6. **alert** sends one e-mail and one webhook call per quarantined document, and per document
+5. **retire** drops the documents gone from the inbox, at most `KB_MAX_RETIRE_SHARE` of the
+   indexed ones under the prefix unless the run is forced; past that it retires none and
+   alerts once (the retire guard: an empty or partial listing must not empty the index).
+6. **report** writes the run summary and fails the run if any document failed.
+7. **alert** sends one e-mail and one webhook call per quarantined document, and per document
    indexed without some pages (connections `kb_alerts_smtp`, `kb_alerts_webhook`); a task
    that fails for good alerts once as well.
 
@@ -22,8 +25,8 @@ Runs on the cron `KB_SCHEDULE` and, with `KB_WATCH_INBOX=true`, also within seco
 in the inbox (the asset `s3://<inbox>`, whose watcher lists the bucket from the triggerer).
 
 Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
-(a backfill; page results are reused), and `quality` to override data-quality thresholds
-for this run.
+(a backfill; page results are reused) and to retire past the retire guard, and `quality`
+to override data-quality thresholds for this run.
 """
 
 from __future__ import annotations
@@ -115,7 +118,8 @@ def _on_success():
                   "on_success_callback": _on_success()},
     params={
         "prefix": Param("", type="string", description="only objects whose key starts with this"),
-        "force": Param(False, type="boolean", description="re-index unchanged documents (backfill)"),
+        "force": Param(False, type="boolean",
+                       description="re-index unchanged documents (backfill); retire past the retire guard"),
         "quality": Param({}, type="object",
                          description='data-quality threshold overrides, e.g. {"max_empty_page_share": 0.8}'),
     },
@@ -139,8 +143,19 @@ def kb_ingest():
     @task
     def retire(sensed: dict, run_id=None) -> int:
         from kb.pipeline.index import retire
+        from kb.pipeline.messages import Sensed
 
-        return retire(_context(), sensed["deleted"], run_id)
+        ctx, sensed_ = _context(), Sensed.from_dict(sensed)
+        if sensed_.retire_held is not None:  # the retire guard held: alert once per held set
+            from airflow.sdk import get_current_context
+
+            from kb.pipeline.alerts import send_retire_held_alert
+            from kb_airflow.notifiers import configured_channels, send
+
+            context = get_current_context()
+            send_retire_held_alert(ctx, sensed_.retire_held, configured_channels(),
+                                   lambda *message: send(*message, context), run_id)
+        return retire(ctx, sensed_.deleted, run_id)
 
     @task
     def plan(sensed: dict, run_id=None) -> dict:

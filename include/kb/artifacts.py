@@ -8,6 +8,7 @@
     quarantine/<doc_id>/<version>/...                     its page results and validation results
     failed-pages/<doc_id>/<version>.json                  pages a version was indexed without
     alerts/<doc_id>/<version>/<event>/<channel>.json      an alert went out (exactly once)
+    alerts/retire-held/<fingerprint>/<channel>.json       the retire guard's alert for one set of documents
     runs/<run_id>/summary.json                            a run's summary
     runs/<run_id>/tasks/<task_id>.<map_index>.json        a task process's peak memory
 
@@ -23,6 +24,7 @@ from enum import StrEnum
 class AlertEvent(StrEnum):
     QUARANTINED = "quarantined"
     PAGES_FAILED = "pages-failed"
+    RETIRE_HELD = "retire-held"
 
 
 def safe(name: str) -> str:
@@ -80,6 +82,10 @@ class ArtifactKeys:
     @classmethod
     def alert_marker(cls, doc_id: str, version: str, event: AlertEvent, channel: str) -> str:
         return f"{cls.ALERTS}{doc_id}/{version}/{event}/{channel}.json"
+
+    @classmethod
+    def retire_held_marker(cls, fingerprint: str, channel: str) -> str:
+        return f"{cls.ALERTS}{AlertEvent.RETIRE_HELD}/{fingerprint}/{channel}.json"
 
     @classmethod
     def run_summary(cls, run_id: str) -> str:

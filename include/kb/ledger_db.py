@@ -282,3 +282,18 @@ class Ledger:
         considered = set(candidate_ids)
         work.unchanged.extend(o for d, o in listed.items() if d not in considered)
         return work
+
+    # --- what the retire guard reads -----------------------------------
+
+    def indexed_count(self, bucket: str, prefix: str = "") -> int:
+        """Documents of ``bucket`` under ``prefix`` with a searchable version, whatever their
+        latest version's status (a failed or quarantined new version keeps the old one)."""
+        from sqlalchemy import func
+
+        led = ledger_table
+        where = [led.c.bucket == bucket, led.c.status != str(Status.DELETED),
+                 led.c.entry["indexed_sha256"].as_string().is_not(None)]
+        if prefix:
+            where.append(led.c.key.startswith(prefix, autoescape=True))
+        with self._connection() as conn:
+            return conn.execute(select(func.count()).select_from(led).where(*where)).scalar_one()

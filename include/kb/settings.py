@@ -59,6 +59,10 @@ class PipelineSettings(BaseSettings):
     # What one GPU-hour costs (any currency): the run summary's OCR accounting turns its
     # device seconds into `cost_per_1000_pages` with it. None (or empty): no cost shown.
     gpu_cost_per_hour: float | None = Field(None, ge=0)
+    # A run retires (drops from the index) at most this share of the indexed documents
+    # under its prefix, and always at least one; past it, it retires none and alerts: an
+    # empty or partial listing must not empty the knowledge base. A forced run retires all.
+    max_retire_share: float = Field(0.5, ge=0, le=1)
 
     chunk_max_tokens: int = Field(200, ge=16)
     chunk_overlap_sentences: int = Field(1, ge=0)

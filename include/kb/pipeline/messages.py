@@ -105,19 +105,40 @@ class DocumentResult(_Record):
 
 
 @dataclass(frozen=True)
+class RetireHold(_Record):
+    """A run that would have retired more than ``KB_MAX_RETIRE_SHARE`` of the indexed
+    documents it looked at, and retired none: the listing is suspect (empty, partial, the
+    wrong bucket) until a forced run says the deletions are meant."""
+
+    bucket: str
+    prefix: str
+    would_retire: int  # indexed documents whose objects were not listed
+    indexed: int  # indexed documents under the prefix, before the run
+    max_share: float
+    allowed: int  # the most this run could have retired
+    listed: int  # objects the listing returned
+    keys: list[str]  # some of the documents it would have retired
+    # names the set of documents held, so the same hold alerts once however many runs meet it
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class Sensed(_Record):
     todo: list[ObjectInfo]
     unchanged: int = 0
     backing_off: int = 0
-    deleted: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # what the run retires
     force: bool = False
     # computed once in sense (hashing the embedder's weights costs ~0.6 s) and carried on
     index_signature: str | None = None
+    retire_held: RetireHold | None = None  # the retire guard stopped this run's deletions
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Sensed":
+        held = data.get("retire_held")
         return cls(**{**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}},
-                      "todo": [ObjectInfo.from_dict(o) for o in data.get("todo", [])]})
+                      "todo": [ObjectInfo.from_dict(o) for o in data.get("todo", [])],
+                      "retire_held": RetireHold.from_dict(held) if held else None})
 
 
 @dataclass(frozen=True)

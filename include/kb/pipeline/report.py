@@ -30,6 +30,8 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
         "documents_quarantined": len(quarantined),
         "documents_failed": len(failed),
         "documents_deleted": len(sensed.deleted),
+        # the retire guard held this run's deletions: how many, of how many, which (some)
+        "retire_held": sensed.retire_held.as_dict() if sensed.retire_held else None,
         "pages": sum(r.pages or 0 for r in indexed),
         "pages_failed": [{"key": r.key, **p} for r in indexed for p in r.failed_pages],
         "chunks": sum(r.chunks or 0 for r in indexed),
