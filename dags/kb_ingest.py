@@ -16,8 +16,11 @@ New and changed documents in the `inbox` bucket become searchable chunks in Qdra
 5. **retire** drops the documents gone from the inbox, at most `KB_MAX_RETIRE_SHARE` of the
    indexed ones under the prefix unless the run is forced; past that it retires none and
    alerts once (the retire guard: an empty or partial listing must not empty the index).
-6. **report** writes the run summary and fails the run if any document failed.
-7. **alert** sends one e-mail and one webhook call per quarantined document, and per document
+6. **sweep** removes the artifacts of deleted and superseded versions once they are
+   `KB_ARTIFACT_RETENTION_DAYS` old (page results, quarantine folders, old inbox versions),
+   a bounded number per run; records stay.
+7. **report** writes the run summary and fails the run if any document failed.
+8. **alert** sends one e-mail and one webhook call per quarantined document, and per document
    indexed without some pages (connections `kb_alerts_smtp`, `kb_alerts_webhook`); a task
    that fails for good alerts once as well.
 
@@ -205,11 +208,18 @@ def kb_ingest():
         results = Plan.from_dict(planned).quarantined + _results(indexed)
         return send_document_alerts(_context(), results, get_current_context(), run_id)
 
+    # After retire and index, whatever they did: retention does not wait for a clean run.
+    @task(trigger_rule="all_done")
+    def sweep() -> dict:
+        from kb.pipeline.retention import sweep
+
+        return sweep(_context()).as_dict()
+
     @task(trigger_rule="all_done", retries=0)
-    def report(sensed: dict, planned: dict, indexed, run_id=None, dag_run=None):
+    def report(sensed: dict, planned: dict, indexed, swept=None, run_id=None, dag_run=None):
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kb.pipeline.messages import Plan, Sensed
+        from kb.pipeline.messages import Plan, Sensed, Swept
         from kb.pipeline.report import report
 
         _require_plan(planned)
@@ -218,7 +228,8 @@ def kb_ingest():
         if dag_run is not None and dag_run.start_date is not None:
             seconds = round((pendulum.now("UTC") - dag_run.start_date).total_seconds(), 2)
         plan_ = Plan.from_dict(planned)
-        summary = report(_context(), run_id, Sensed.from_dict(sensed), plan_, results, seconds=seconds)
+        summary = report(_context(), run_id, Sensed.from_dict(sensed), plan_, results, seconds=seconds,
+                         swept=Swept.from_dict(swept) if swept else None)
         unfinished = len(plan_.documents) - len(results)
         if summary["documents_failed"] or unfinished:
             raise AirflowFailException(
@@ -228,13 +239,15 @@ def kb_ingest():
         return summary
 
     sensed = sense()
-    retire(sensed)
+    retired = retire(sensed)
     planned = plan(sensed)
     batches = pick.override(task_id="batches")(planned, "batches")
     extracted = extract.expand(rng=pick.override(task_id="ranges")(planned, "ranges"))
     indexed = index.expand(batch=batches)
     extracted >> indexed
-    report(sensed, planned, indexed)
+    swept = sweep()
+    [retired, indexed] >> swept
+    report(sensed, planned, indexed, swept)
     alert(planned, indexed)
 
 

@@ -14,6 +14,10 @@
 
 ``version`` is the object's version id, or its ETag on a bucket without versioning.
 Page results are keyed by content (sha256), so the same bytes are never read twice.
+
+The retention sweep (``kb.pipeline.retention``) removes a document's ``pages/<doc_id>/<sha256>/``
+and ``quarantine/<doc_id>/<version>/`` folders once no version it keeps needs them; the
+records (ledger, quarantine and failed-pages records, alerts, runs) stay.
 """
 
 from __future__ import annotations
@@ -44,7 +48,16 @@ class ArtifactKeys:
 
     @classmethod
     def pages(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
-        return f"{cls.PAGES}{doc_id}/{sha256}/{backend}/{first:05d}-{last:05d}.json"
+        return f"{cls.pages_folder(doc_id, sha256)}{backend}/{first:05d}-{last:05d}.json"
+
+    @classmethod
+    def pages_of(cls, doc_id: str) -> str:
+        """The folder of every content version's page results (one folder per sha256)."""
+        return f"{cls.PAGES}{doc_id}/"
+
+    @classmethod
+    def pages_folder(cls, doc_id: str, sha256: str) -> str:
+        return f"{cls.pages_of(doc_id)}{sha256}/"
 
     @classmethod
     def range_part(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
@@ -61,6 +74,16 @@ class ArtifactKeys:
     @classmethod
     def quarantine_prefix(cls, doc_id: str, version: str) -> str:
         return f"{cls.QUARANTINE}{doc_id}/{version}"
+
+    @classmethod
+    def quarantine_of(cls, doc_id: str) -> str:
+        """The folder of the document's quarantine records and of their folders."""
+        return f"{cls.QUARANTINE}{doc_id}/"
+
+    @classmethod
+    def quarantine_folder(cls, doc_id: str, version: str) -> str:
+        """What a quarantined version left beside its record: page results, validation results."""
+        return f"{cls.quarantine_prefix(doc_id, version)}/"
 
     @classmethod
     def quarantined_validation(cls, doc_id: str, version: str, suite: str) -> str:

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Iterable, Iterator
 
@@ -63,6 +63,29 @@ meta_table = Table(
     "kb_ledger_meta", metadata,
     Column("name", String(64), primary_key=True),
     Column("value", Text, nullable=False),
+)
+
+# The retention sweep's memory (``kb.pipeline.retention``). ``kb_retention`` holds what is
+# waiting to expire: an artifacts folder (``version_id`` "") or one version of an inbox object,
+# with the time the sweep first found no version of the document needing it. Nothing else
+# says when a version was superseded, and the clock must not restart each time the
+# document changes again. ``kb_retention_seen`` holds each document's ledger ``updated_at``
+# when the sweep last looked at it, so a run looks only at documents that changed.
+retention_table = Table(
+    "kb_retention", metadata,
+    Column("bucket", String(255), primary_key=True),
+    Column("name", String(1024), primary_key=True),
+    Column("version_id", String(255), primary_key=True),
+    Column("doc_id", String(36), nullable=False),
+    Column("since", String(32), nullable=False),
+    Index("ix_kb_retention_since", "since"),
+    Index("ix_kb_retention_doc", "doc_id"),
+)
+
+retention_seen_table = Table(
+    "kb_retention_seen", metadata,
+    Column("doc_id", String(36), primary_key=True),
+    Column("updated_at", String(32), nullable=False),
 )
 
 JSON_MIGRATED = "json_ledger_migrated"
@@ -121,6 +144,23 @@ def _insert(bind: Engine | Connection):
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert
+
+
+@dataclass(frozen=True)
+class Expiring:
+    """Something the retention sweep removes once ``since`` is older than the retention:
+    every object under the artifacts folder ``name`` (``version_id`` None), or version
+    ``version_id`` of the inbox object ``name``."""
+
+    bucket: str
+    name: str
+    version_id: str | None
+    doc_id: str
+    since: str  # ISO 8601, UTC, seconds
+
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        return self.bucket, self.name, self.version_id or ""
 
 
 def _row(entry: LedgerEntry) -> dict[str, Any]:
@@ -283,7 +323,7 @@ class Ledger:
         work.unchanged.extend(o for d, o in listed.items() if d not in considered)
         return work
 
-    # --- what the retire guard reads -----------------------------------
+    # --- what the guard and the retention sweep read -----------------------------------
 
     def indexed_count(self, bucket: str, prefix: str = "") -> int:
         """Documents of ``bucket`` under ``prefix`` with a searchable version, whatever their
@@ -297,3 +337,57 @@ class Ledger:
             where.append(led.c.key.startswith(prefix, autoescape=True))
         with self._connection() as conn:
             return conn.execute(select(func.count()).select_from(led).where(*where)).scalar_one()
+
+    def unswept(self, bucket: str, limit: int) -> list[LedgerEntry]:
+        """Up to ``limit`` documents of ``bucket`` that changed since the retention sweep last
+        looked at them (or that it never saw), oldest change first."""
+        led, seen = ledger_table, retention_seen_table
+        query = (select(led.c.entry).select_from(led.outerjoin(seen, seen.c.doc_id == led.c.doc_id))
+                 .where(led.c.bucket == bucket,
+                        or_(seen.c.doc_id.is_(None), seen.c.updated_at != led.c.updated_at))
+                 .order_by(led.c.updated_at, led.c.doc_id).limit(limit))
+        with self._connection() as conn:
+            return [_entry(data) for (data,) in conn.execute(query)]
+
+    def expiring_since(self, entry: LedgerEntry, expiring: list[Expiring]) -> None:
+        """What of ``entry``'s document waits to expire now: rows already waiting keep their
+        ``since``, new ones are added, the others (needed again, or gone) are dropped; and the
+        document counts as seen at its current ``updated_at``. One transaction."""
+        ret, seen = retention_table, retention_seen_table
+        with self._connection(write=True) as conn:
+            insert = _insert(conn)
+            waiting = {(b, n, v) for b, n, v in conn.execute(
+                select(ret.c.bucket, ret.c.name, ret.c.version_id).where(ret.c.doc_id == entry.doc_id))}
+            wanted = {e.ident: e for e in expiring}
+            for ident in waiting - set(wanted):
+                bucket, name, version_id = ident
+                conn.execute(ret.delete().where(ret.c.bucket == bucket, ret.c.name == name,
+                                                ret.c.version_id == version_id))
+            new = [{"bucket": e.bucket, "name": e.name, "version_id": e.version_id or "", "doc_id": e.doc_id,
+                    "since": e.since} for ident, e in wanted.items() if ident not in waiting]
+            if new:
+                conn.execute(insert(ret).on_conflict_do_nothing(), new)
+            stmt = insert(seen).values(doc_id=entry.doc_id, updated_at=entry.updated_at)
+            conn.execute(stmt.on_conflict_do_update(index_elements=["doc_id"], set_={"updated_at": entry.updated_at}))
+
+    def expiring_due(self, before: str, limit: int) -> list[Expiring]:
+        """Up to ``limit`` rows waiting since before ``before`` (ISO 8601), oldest first."""
+        ret = retention_table
+        query = (select(ret.c.bucket, ret.c.name, ret.c.version_id, ret.c.doc_id, ret.c.since)
+                 .where(ret.c.since <= before).order_by(ret.c.since, ret.c.name).limit(limit))
+        with self._connection() as conn:
+            return [Expiring(b, n, v or None, d, since) for b, n, v, d, since in conn.execute(query)]
+
+    def expiring_done(self, done: Iterable[Expiring]) -> None:
+        ret = retention_table
+        with self._connection(write=True) as conn:
+            for e in done:
+                bucket, name, version_id = e.ident
+                conn.execute(ret.delete().where(ret.c.bucket == bucket, ret.c.name == name,
+                                                ret.c.version_id == version_id))
+
+    def expiring_count(self) -> int:
+        from sqlalchemy import func
+
+        with self._connection() as conn:
+            return conn.execute(select(func.count()).select_from(retention_table)).scalar_one()

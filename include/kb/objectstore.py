@@ -16,6 +16,7 @@ import io
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Iterator
 
 from minio import Minio
@@ -201,3 +202,77 @@ class ObjectStore:
     def remove(self, bucket: str, key: str) -> None:
         with storage_errors(f"removing s3://{bucket}/{key}"):
             self.client.remove_object(bucket, key)
+
+    # --- retention (kb.pipeline.retention) ----------------------------------------------
+
+    def list_folders(self, bucket: str, prefix: str) -> list[str]:
+        """The folders directly under ``prefix`` (which ends with ``/``), each ending with ``/``.
+        weed keeps a folder after its last object is removed, so one may be empty."""
+        with storage_errors(f"listing s3://{bucket}/{prefix}"):
+            return [o.object_name for o in self.client.list_objects(bucket, prefix=prefix) if o.is_dir]
+
+    def list_versions(self, bucket: str, key: str) -> list[ObjectVersion]:
+        """Every version of exactly ``key``, delete markers included (one, with version id
+        None, on a bucket without versioning)."""
+        with storage_errors(f"listing versions of s3://{bucket}/{key}"):
+            listed = list(self.client.list_objects(bucket, prefix=key, include_version=True))
+        return [ObjectVersion(o.object_name, _version_id(o), str(o.is_latest).lower() == "true",
+                              bool(o.is_delete_marker), o.last_modified)
+                for o in listed if o.object_name == key and not o.is_dir]
+
+    def remove_versions(self, bucket: str, versions: list[tuple[str, str | None]]) -> dict[tuple[str, str | None], str]:
+        """Remove these (key, version id) pairs for good, in batches; a version id of None is
+        the key's only object on a bucket without versioning. Returns the pairs the server
+        refused, with its error code (``AccessDenied`` where the identity may not delete);
+        the others are gone."""
+        from minio.deleteobjects import DeleteObject
+
+        refused: dict[tuple[str, str | None], str] = {}
+        for start in range(0, len(versions), 1000):  # S3's DeleteObjects takes 1,000 keys at most
+            batch = versions[start:start + 1000]
+            with storage_errors(f"removing {len(batch)} object version(s) from s3://{bucket}"):
+                try:
+                    for err in self.client.remove_objects(bucket, [DeleteObject(k, v) for k, v in batch]):
+                        refused[(err.name, _version_id(err))] = err.code
+                except S3Error as exc:  # some servers refuse the whole request rather than each key
+                    if exc.code != "AccessDenied":
+                        raise
+                    refused.update({pair: exc.code for pair in batch})
+        return refused
+
+    def remove_tree(self, bucket: str, prefix: str, limit: int) -> RemovedTree:
+        """Remove every object under ``prefix`` and, on a versioned bucket, every version of
+        each (object versions before delete markers, so a partial pass never brings an older
+        version back), at most ``limit`` of them."""
+        with storage_errors(f"listing s3://{bucket}/{prefix}"):
+            listed = [o for o in self.client.list_objects(bucket, prefix=prefix, recursive=True, include_version=True)
+                      if not o.is_dir]
+        chosen = sorted(listed, key=lambda o: bool(o.is_delete_marker))[:max(0, limit)]
+        refused = self.remove_versions(bucket, [(o.object_name, _version_id(o)) for o in chosen])
+        gone = [o for o in chosen if (o.object_name, _version_id(o)) not in refused]
+        return RemovedTree(removed=len(gone), left=len(listed) - len(gone), bytes=sum(o.size or 0 for o in gone),
+                           refused=sorted(set(refused.values())))
+
+
+def _version_id(obj: Any) -> str | None:
+    """A listed version's id; None for the one object of a key on a bucket without versioning."""
+    return obj.version_id if obj.version_id not in (None, "", "null") else None
+
+
+@dataclass(frozen=True)
+class ObjectVersion:
+    """One version of an object as a versioned listing shows it."""
+
+    key: str
+    version_id: str | None
+    is_latest: bool
+    is_delete_marker: bool
+    last_modified: datetime | None
+
+
+@dataclass(frozen=True)
+class RemovedTree:
+    removed: int  # object versions removed
+    left: int  # still there: over the limit, or refused
+    bytes: int
+    refused: list[str]  # the server's error codes, when it refused some

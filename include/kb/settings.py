@@ -63,6 +63,13 @@ class PipelineSettings(BaseSettings):
     # under its prefix, and always at least one; past it, it retires none and alerts: an
     # empty or partial listing must not empty the knowledge base. A forced run retires all.
     max_retire_share: float = Field(0.5, ge=0, le=1)
+    # Artifacts of deleted and superseded versions (their page results, the contents of their
+    # quarantine folders, their old inbox object versions) are removed this many days after
+    # the retention sweep first finds nothing needing them. 0: at the next run's sweep.
+    # Ledger, quarantine and alert records and run summaries are kept.
+    artifact_retention_days: float = Field(30, ge=0)
+    # the most object versions one run's sweep removes; the rest wait for the next run
+    retention_sweep_objects: int = Field(5000, ge=1)
 
     chunk_max_tokens: int = Field(200, ge=16)
     chunk_overlap_sentences: int = Field(1, ge=0)

@@ -1,13 +1,16 @@
-"""The retire guard end to end: kb_ingest with dag.test() against the real S3
+"""Retention and the retire guard end to end: kb_ingest with dag.test() against the real S3
 server (weed), Qdrant local mode, and a real webhook receiver on loopback."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from datetime import timedelta
 
 import pytest
 
-from kb.ledger import Status, doc_id_for
+from kb.artifacts import ArtifactKeys
+from kb.ledger import Status, doc_id_for, now
 from kb.ledger_db import Ledger
 from kb.settings import PipelineSettings
 from tests.integration.dagrun import points_by_doc, run_ingest
@@ -85,3 +88,88 @@ def test_one_of_two_documents_deleted_is_retired_without_a_hold(kb_env, webhook)
     assert summary["documents_deleted"] == 1 and summary["retire_held"] is None
     assert points_by_doc("drop.pdf") == [] and points_by_doc("keep.pdf")
     assert webhook == []
+
+
+def _read_only_store(s3_server):
+    """The S3 server's read-only identity (the search service's), which may list but not delete."""
+    from kb.objectstore import ObjectStore
+    from kb.stack import read_env_file, secrets_path
+
+    keys = read_env_file(secrets_path(s3_server["settings"].state_dir))
+    return ObjectStore.connect(s3_server["endpoint"], keys["KB_SEARCH_S3_ACCESS_KEY"], keys["KB_SEARCH_S3_SECRET_KEY"])
+
+
+def test_artifacts_of_superseded_and_deleted_versions_expire_after_the_retention(kb_env, airflow_db, s3_server,
+                                                                                 monkeypatch):
+    from kb.objectstore import ObjectStore
+    from kb.pipeline import Context
+    from kb.pipeline.retention import sweep
+
+    store, inbox, artifacts = kb_env["store"], kb_env["inbox"], kb_env["artifacts"]
+    store.ensure_bucket(artifacts, versioned=True)  # a removal must take every version, not leave a marker
+    v1_bytes = make_pdf(coded_pages("first", 4))  # two ranges of the three pages allowed: two objects
+    v1 = store.put_bytes(inbox, "a.pdf", v1_bytes, content_type="application/pdf")
+    b_bytes = make_pdf(coded_pages("bee", 2))
+    store.put_bytes(inbox, "b.pdf", b_bytes, content_type="application/pdf")
+    store.put_bytes(inbox, "c.pdf", make_pdf(coded_pages("sea", 2)), content_type="application/pdf")
+    dr, summary = run_ingest()
+    assert summary["documents_indexed"] == 3 and summary["retention"]["expired"] == 0
+
+    a, b = doc_id_for(inbox, "a.pdf"), doc_id_for(inbox, "b.pdf")
+    sha1 = hashlib.sha256(v1_bytes).hexdigest()
+    old_pages = ArtifactKeys.pages_folder(a, sha1)
+    assert len(_keys(store, artifacts, old_pages)) == 2
+
+    # a new version of a.pdf supersedes the first: its page results and its inbox version wait
+    v2_bytes = make_pdf(coded_pages("second", 2))
+    v2 = store.put_bytes(inbox, "a.pdf", v2_bytes, content_type="application/pdf")
+    new_pages = ArtifactKeys.pages_folder(a, hashlib.sha256(v2_bytes).hexdigest())
+    dr, summary = run_ingest()
+    assert summary["documents_indexed"] == 1
+    retention = summary["retention"]
+    assert retention["retention_days"] == 30 and retention["expired"] == 0 and retention["waiting"] >= 2
+    assert len(_keys(store, artifacts, old_pages)) == 2  # 30 days have not passed
+    assert {v.version_id for v in store.list_versions(inbox, "a.pdf")} == {v1.version_id, v2.version_id}
+
+    settings = PipelineSettings()
+    ctx = Context(ObjectStore.from_settings(), settings)
+    assert sweep(ctx, at=now() + timedelta(days=29)).expired == 0
+    assert len(_keys(store, artifacts, old_pages)) == 2
+
+    # an identity that may not delete removes nothing, says so, and the wait goes on
+    read_only = Context(_read_only_store(s3_server), settings)
+    refused = sweep(read_only, at=now() + timedelta(days=31))
+    assert refused.refused == ["AccessDenied"] and refused.objects_removed == 0 and refused.waiting >= 2
+    assert len(_keys(store, artifacts, old_pages)) == 2
+
+    # past the retention, at most KB_RETENTION_SWEEP_OBJECTS a run: one object version per sweep here
+    bounded = Context(ctx.store, settings.model_copy(update={"retention_sweep_objects": 1}))
+    later = now() + timedelta(days=31)
+    passes = []
+    while not passes or passes[-1].objects_removed:
+        passes.append(sweep(bounded, at=later))
+        assert len(passes) < 10
+    assert [p.objects_removed for p in passes] == [1, 1, 1, 0]  # the inbox's v1 and two page results, one a pass
+    assert _keys(store, artifacts, old_pages) == []
+    assert [v.version_id for v in store.list_versions(inbox, "a.pdf")] == [v2.version_id]
+    assert len(_keys(store, artifacts, new_pages)) == 1  # the indexed version keeps its page results
+    assert store.get_bytes(inbox, "a.pdf") == v2_bytes
+    assert passes[-1].waiting == 0
+
+    # b.pdf is deleted and retention is 0: its artifacts leave in the run that retires it
+    monkeypatch.setenv("KB_ARTIFACT_RETENTION_DAYS", "0")
+    store.remove(inbox, "b.pdf")
+    dr, summary = run_ingest()
+    assert dr.state == "success" and summary["documents_deleted"] == 1
+    retention = summary["retention"]
+    assert retention["objects_removed"] == 2, retention  # b's page results and its one inbox version
+    assert {(r["bucket"], r["name"]) for r in retention["removed"]} == {
+        (artifacts, ArtifactKeys.pages_folder(b, hashlib.sha256(b_bytes).hexdigest())), (inbox, "b.pdf")}
+    assert _keys(store, artifacts, ArtifactKeys.pages_of(b)) == []
+    assert [v.is_delete_marker for v in store.list_versions(inbox, "b.pdf")] == [True]  # only the marker is left
+    assert _entry(kb_env, "b.pdf").status == Status.DELETED  # the ledger keeps its record
+    # the others are untouched, and a second run removes nothing
+    assert len(_keys(store, artifacts, new_pages)) == 1 and points_by_doc("c.pdf")
+    dr, summary = run_ingest()
+    assert summary["retention"]["objects_removed"] == 0
+

@@ -142,6 +142,22 @@ class Sensed(_Record):
 
 
 @dataclass(frozen=True)
+class Swept(_Record):
+    """What one run's retention sweep did."""
+
+    retention_days: float
+    looked_at: int  # documents whose artifacts it listed (those that changed since it last looked)
+    found: int  # folders and inbox versions it found no kept version needing, this run
+    expired: int  # folders and inbox versions removed
+    objects_removed: int  # object versions removed
+    bytes_removed: int
+    waiting: int  # still waiting for their retention to pass, or for a later run
+    refused: list[str] = field(default_factory=list)  # the server's error codes, when it refused removals
+    # the first of what it removed: {"bucket", "name", "version_id", "doc_id", "since", "objects", "bytes"}
+    removed: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Plan(_Record):
     documents: list[PlannedDocument]
     ranges: list[PageRange]

@@ -9,14 +9,15 @@ from kb.artifacts import ArtifactKeys
 from kb.ledger import Status
 from kb.pipeline.accounting import OcrUsage, merge, usage_summary
 from kb.pipeline.context import Context
-from kb.pipeline.messages import DocumentResult, Plan, Sensed
+from kb.pipeline.messages import DocumentResult, Plan, Sensed, Swept
 from kb.pipeline.usage import peak_by_task, run_usage
 
 log = logging.getLogger(__name__)
 
 
 def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
-              seconds: float | None = None, gpu_cost_per_hour: float | None = None) -> dict[str, Any]:
+              seconds: float | None = None, gpu_cost_per_hour: float | None = None,
+              swept: Swept | None = None) -> dict[str, Any]:
     indexed = [r for r in results if r.status == Status.INDEXED]
     quarantined = plan.quarantined + [r for r in results if r.status == Status.QUARANTINED]
     failed = [r for r in results if r.status == Status.FAILED]
@@ -50,6 +51,8 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
                        "ocr": _ocr(r.ocr_usage, gpu_cost_per_hour)}
                       for r in plan.quarantined + results],
         "limits": plan.limits,
+        # what the retention sweep removed (None: the sweep failed)
+        "retention": swept.as_dict() if swept else None,
         "seconds": seconds,
     }
 
@@ -59,12 +62,13 @@ def _ocr(usage: dict[str, Any] | None, gpu_cost_per_hour: float | None) -> dict[
 
 
 def report(ctx: Context, run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
-           seconds: float | None = None) -> dict[str, Any]:
-    summary = summarize(run_id, sensed, plan, results, seconds, ctx.settings.gpu_cost_per_hour)
+           seconds: float | None = None, swept: Swept | None = None) -> dict[str, Any]:
+    summary = summarize(run_id, sensed, plan, results, seconds, ctx.settings.gpu_cost_per_hour, swept)
     # the tasks that finished before this one (report and alert record theirs afterwards)
     summary["peak_rss_mb"] = peak_by_task(run_usage(ctx, run_id))
     ctx.store.put_json(ctx.artifacts, ArtifactKeys.run_summary(run_id), summary)
     # the OCR totals stay in the log line (a dozen numbers); the per-document rows do not
     log.info("run summary: %s", {k: v for k, v in summary.items()
-                                 if k not in ("quarantine", "failed", "limits", "documents", "peak_rss_mb")})
+                                 if k not in ("quarantine", "failed", "limits", "documents", "peak_rss_mb",
+                                              "retention")})
     return summary
