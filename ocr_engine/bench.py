@@ -6,12 +6,16 @@
     python -m ocr_engine.bench batch --json [--device cuda --layers 12 --prefix 4096 --batches 1,8,32]
 
 ``kv-cache``: the real decoder's dimensions (hidden 1280, 10 KV heads of 128) with
-random weights, a prefix of L_m reference tokens, then T generated tokens, once with a
-full cache and once with the model's static R-SWA cache. Bytes are the summed cache
-tensors, read at every step; ms per token is the mean step time just before each T.
-On CPU fewer layers and fp32 are used; bytes per token are reported as measured and
-scaled to the real decoder (12 layers, bf16: 61,440 B) for the seed's scenario.
-``--method fill`` reaches each T by a chunked fill instead (ocr_engine/bench_decoder.py).
+random weights, a prefix of L_m reference tokens, then T generated tokens, once with
+full attention and once with R-SWA, both on the same cache class (static: transformers'
+``StaticCache`` with a full-attention layer sized for L_m + T, against the model's static
+R-SWA layer), after the same warm-up. Bytes are the summed cache tensors, read at every
+step (a static full cache is allocated whole at the first step); ms per token is the mean
+step time just before each T. On CPU fewer layers and fp32 are used. Everything it prints
+is measured in the run; the deployment guide's 47.00 GB / 1.77 GB are not reproduced here
+(docs/DEPLOY.md says what they are).
+``--method fill`` reaches each T by a chunked fill instead, each T with a static cache of
+its own (ocr_engine/bench_decoder.py).
 ``batch``: batched R-SWA decoding against batch 1, and the largest batches admission
 allows for R-SWA and a full cache (ocr_engine/bench_batch.py).
 """
@@ -24,19 +28,28 @@ import sys
 import time
 from pathlib import Path
 
-from ocr_engine.bench_decoder import REAL_BYTES_PER_TOKEN, REAL_HEAD_DIM, REAL_KV_HEADS, REAL_LAYERS, decoder_model
+from ocr_engine.bench_decoder import (
+    BENCH_CACHE_KIND,
+    REAL_BYTES_PER_TOKEN,
+    REAL_HEAD_DIM,
+    REAL_KV_HEADS,
+    REAL_LAYERS,
+    decoder_model,
+    layer_class,
+    new_cache,
+)
 
-# The first deployment guide's headline: one long sequence's peak KV cache, full vs R-SWA.
-SEED_FULL_GB, SEED_RSWA_GB = 47.00, 1.77
 
-
-def _run(model, prefix: int, max_t: int, cache_kind: str, checkpoints: list[int], device):
+def _run(model, prefix: int, max_t: int, checkpoints: list[int], device):
+    """``generate`` of ``max_t`` tokens after ``prefix`` on a ``BENCH_CACHE_KIND`` cache for all of
+    them; per checkpoint T the cache's bytes and the mean step time just before T, and the
+    cache layers' class."""
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
-    from ocr_engine.unlimited.cache import build_cache, cache_bytes
+    from ocr_engine.unlimited.cache import cache_bytes
 
-    cache = build_cache(model.config.get_text_config(), cache_kind, prefix + max_t + 1)
+    cache = new_cache(model, prefix + max_t + 1, BENCH_CACHE_KIND)
     stamps: list[float] = []
     sizes: list[int] = []
 
@@ -60,7 +73,7 @@ def _run(model, prefix: int, max_t: int, cache_kind: str, checkpoints: list[int]
         lo = max(1, t - 32)
         steps = [stamps[i] - stamps[i - 1] for i in range(lo, t)]
         rows[t] = {"bytes": sizes[t - 1], "ms_per_token": round(1000 * sum(steps) / len(steps), 3)}
-    return rows
+    return rows, layer_class(cache)
 
 
 def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, device: str, out_dir: Path) -> dict:
@@ -68,14 +81,14 @@ def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, devi
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     checkpoints = sorted({t for t in (window, 2 * window, 4 * window, max_t // 4, max_t // 2, max_t) if window <= t <= max_t})
-    results, gpu_peak = {}, {}
+    results, gpu_peak, layers_built = {}, {}, {}
     for name, full in (("full", True), ("rswa", False)):
         model = decoder_model(layers, window, vocab, full, dtype, device)
-        _run(model, min(prefix, 256), 2 * window, "dynamic" if full else "static", [window], device)  # warm-up
+        _run(model, min(prefix, 256), 2 * window, [window], device)  # the same warm-up on both sides
         if device == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
-        results[name] = _run(model, prefix, max_t, "dynamic" if full else "static", checkpoints, device)
+        results[name], layers_built[name] = _run(model, prefix, max_t, checkpoints, device)
         if device == "cuda":  # everything on the GPU at its peak: weights, activations and cache
             gpu_peak[name] = torch.cuda.max_memory_allocated()
         del model
@@ -84,16 +97,8 @@ def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, devi
     rows = [{"T": t, "full_bytes": results["full"][t]["bytes"], "rswa_bytes": results["rswa"][t]["bytes"],
              "full_ms_per_token": results["full"][t]["ms_per_token"],
              "rswa_ms_per_token": results["rswa"][t]["ms_per_token"]} for t in checkpoints]
-    # After T generated tokens a full cache holds L_m + T - 1 (the newest is cached by the next step).
-    measured_per_token = rows[-1]["full_bytes"] / (prefix + max_t - 1)
-    scale = REAL_BYTES_PER_TOKEN / measured_per_token
-    # The seed's case, solved for its token counts with 61,440 B/token and decimal GB:
-    # R-SWA holds L_m + n tokens, the full cache L_m + T.
-    rswa_tokens = SEED_RSWA_GB * 1e9 / REAL_BYTES_PER_TOKEN
-    full_tokens = SEED_FULL_GB * 1e9 / REAL_BYTES_PER_TOKEN
-    scenario_window = 128  # the released model's sliding_window
-    l_m = rswa_tokens - scenario_window
-    t_seed = full_tokens - l_m
+    # The static full cache is allocated for L_m + max_t + 1 tokens at its first step.
+    measured_per_token = rows[-1]["full_bytes"] / (prefix + max_t + 1)
     bound = per_token * (prefix + window)
     last = rows[-1]
     at_window = next(r for r in rows if r["T"] == window)
@@ -103,23 +108,13 @@ def kv_cache(layers: int, prefix: int, window: int, max_t: int, vocab: int, devi
         "bytes_per_token": round(measured_per_token, 1),
         "bytes_per_token_theoretical": per_token,
         "real_bytes_per_token": REAL_BYTES_PER_TOKEN,
-        "prefix_tokens": prefix, "window": window, "rows": rows,
+        "prefix_tokens": prefix, "window": window, "cache_layers": layers_built, "rows": rows,
         **({"gpu_peak_allocated_bytes": gpu_peak} if gpu_peak else {}),
         "checks": {
             "rswa_bytes_flat_after_window": len({r["rswa_bytes"] for r in rows if r["T"] >= window}) == 1,
             "rswa_bytes_vs_bound": round(last["rswa_bytes"] / bound, 5),
             "rswa_ms_ratio_largest_T_over_window": round(last["rswa_ms_per_token"] / at_window["rswa_ms_per_token"], 3),
             "full_ms_ratio_largest_T_over_window": round(last["full_ms_per_token"] / at_window["full_ms_per_token"], 3),
-        },
-        "scenario": {
-            "source": "deployment guide: one long sequence's peak KV cache, 47.00 GB full vs 1.77 GB R-SWA",
-            "assumed_window": scenario_window,
-            "reference_tokens_L_m": round(l_m), "generated_tokens_T": round(t_seed),
-            "full_bytes": round(measured_per_token * scale * (l_m + t_seed)),
-            "rswa_bytes": round(measured_per_token * scale * (l_m + scenario_window)),
-            "full_gb": round(measured_per_token * scale * (l_m + t_seed) / 1e9, 2),
-            "rswa_gb": round(measured_per_token * scale * (l_m + scenario_window) / 1e9, 2),
-            "scale_from_measured": round(scale, 3),
         },
     }
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -135,20 +130,21 @@ def _plot(rows: list[dict], window: int, path: Path, report: dict) -> Path:
 
     ts = [r["T"] for r in rows]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    a.plot(ts, [r["full_bytes"] / 2**20 for r in rows], "o-", label="full cache")
+    a.plot(ts, [r["full_bytes"] / 2**20 for r in rows], "o-", label="full attention")
     a.plot(ts, [r["rswa_bytes"] / 2**20 for r in rows], "s-", label=f"R-SWA (window {window})")
     a.set_xlabel("generated tokens T")
     a.set_ylabel("KV cache (MiB)")
     a.set_xscale("log", base=2)
     a.legend()
-    b.plot(ts, [r["full_ms_per_token"] for r in rows], "o-", label="full cache")
+    b.plot(ts, [r["full_ms_per_token"] for r in rows], "o-", label="full attention")
     b.plot(ts, [r["rswa_ms_per_token"] for r in rows], "s-", label="R-SWA")
     b.set_xlabel("generated tokens T")
     b.set_ylabel("ms per decoded token")
     b.set_xscale("log", base=2)
     b.legend()
     fig.suptitle(f"{report['layers']} layers x {report['kv_heads']} KV heads x {report['head_dim']}, "
-                 f"{report['dtype']} on {report['device']}, prefix L_m={report['prefix_tokens']}")
+                 f"{report['dtype']} on {report['device']}, prefix L_m={report['prefix_tokens']}, "
+                 f"both on a {BENCH_CACHE_KIND} cache")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -233,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in report["rows"]:
                 print(f"{r['T']:>7} {r['full_bytes'] / 2**20:>9.1f} {r['rswa_bytes'] / 2**20:>10.1f} "
                       f"{r['full_ms_per_token']:>12.2f} {r['rswa_ms_per_token']:>13.2f}")
-            print(json.dumps(report["checks"]), json.dumps(report.get("scenario")), report["plot"], sep="\n")
+            print(json.dumps(report["cache_layers"]), json.dumps(report["checks"]), report["plot"], sep="\n")
         return 0
     from ocr_engine.accuracy import run as accuracy
 
