@@ -82,7 +82,7 @@ class OcrEngine:
         pace = self.clock.snapshot()
         return EngineLimits(ocr_backend=ocr, max_pages_per_call=budget.max_pages() if budget else None,
                             token_budget=budget, seconds_per_page={k: v["estimate"] for k, v in pace.items()},
-                            pace=pace)
+                            pace=pace, min_text_chars=self.settings.min_text_chars)
 
     # --- the API ----------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ class EngineLimits:
     seconds_per_page: dict[str, float]
     # the clock's full rows: estimate, prior, observed p50 and p90, samples
     pace: dict[str, dict[str, Any]]
+    # a page with less text-layer text than this is read by OCR (the ``auto`` route); the
+    # planner counts such pages as scanned with this same number
+    min_text_chars: int
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -26,6 +26,8 @@ class RangeLimits:
     queue_timeout_s: float | None = None  # the longest a request waits for the engine
     max_pages_per_call: int | None = None  # the engine's token budget (unlimited backend)
     max_pages_kv: int | None = None  # the largest range the service's KV budget admits
+    # text-layer characters below which the reader OCRs a page: the planner's "scanned"
+    min_text_chars: int = 0
 
     @classmethod
     def from_engine_dict(cls, engine: dict[str, Any], source: str, request: dict[str, Any] | None = None) -> "RangeLimits":
@@ -38,7 +40,7 @@ class RangeLimits:
             text_seconds_per_page=float(pace[TEXTLAYER]), scanned_seconds_per_page=float(pace[ocr]),
             max_pages=request.get("max_pages"), max_bytes=request.get("max_bytes"), timeout_s=request.get("timeout_s"),
             queue_timeout_s=request.get("queue_timeout_s"),
-            max_pages_per_call=engine.get("max_pages_per_call"),
+            max_pages_per_call=engine.get("max_pages_per_call"), min_text_chars=int(engine["min_text_chars"]),
         )
 
     @classmethod

@@ -4,12 +4,14 @@ The one place the service's answers become the pipeline's errors:
 - 429, 503 and connection errors pass: retried with exponential backoff (honouring
   Retry-After). A read timeout is not resent here (the service may still be working on
   it); it fails the task, whose own retries come later.
-- 413 and 422 ``too_many_pages`` (``RangeTooLarge``) and 504 (``RangeTimedOut``) are our
-  limits, not the document's: the caller splits the range.
-- 422 with a document code (``OcrRejected``): the document itself is bad; quarantined.
-- other 4xx (``OcrRequestRefused``): this deployment's mistake (a wrong key, a bad
-  parameter); the task fails, the document is tried again later, never quarantined.
-- other 5xx (``OcrUnavailable``).
+- the rest as the service's contract says (``ocr_engine.service.contract``: each error
+  states its scope, and the client keeps no list of codes):
+  - ``range`` (413 too many pages, bytes or KV; 504 too slow): our limits, not the
+    document's: ``RangeTooLarge`` / ``RangeTimedOut``, the caller splits the range;
+  - ``document`` (``OcrRejected``): the document itself is bad; quarantined;
+  - ``request`` (``OcrRequestRefused``): this deployment's mistake (a wrong key, a bad
+    parameter); the task fails, the document is tried again later, never quarantined;
+  - ``retry`` answers that are not 429 or 503 (``OcrUnavailable``).
 
 Replicas: a client may know several base URLs (the same service, scaled out). Each call
 starts at a random one; a replica that is full (429) or cannot be reached is left for the
@@ -27,10 +29,9 @@ import httpx
 
 from kb.errors import DocumentError, InfrastructureError, RangeTimedOut, RangeTooLarge
 from kb.limits import RangeLimits
+from ocr_engine.service.contract import Scope, refusal_of
 
-RETRY_STATUSES = {429, 503}
-# 422 codes that describe the document (ocr_engine.errors), as opposed to the request
-DOCUMENT_CODES = {"not_pdf", "empty_file", "corrupt_pdf", "encrypted_pdf", "bad_document", "bad_input"}
+RETRY_STATUSES = {429, 503}  # resent here, with backoff; other ``retry`` answers fail the task
 
 
 class OcrRejected(DocumentError):
@@ -128,16 +129,13 @@ class OcrClient:
 
 def _error_for(resp: httpx.Response) -> Exception:
     """The pipeline's error for a final (not retried) answer."""
-    error = _error_of(resp)
-    status, code, message = resp.status_code, error.get("code", "unknown"), error.get("message", "")
-    said = f"the OCR service answered {status} {code}: {message}"
-    if status == 413 or (status == 422 and code == "too_many_pages"):
-        return RangeTooLarge(said)
-    if status == 504:
-        return RangeTimedOut(said)
-    if status == 422 and code in DOCUMENT_CODES:
-        return OcrRejected(status, code, message)
-    if 400 <= status < 500:
+    refusal = refusal_of(resp.status_code, _error_of(resp))
+    said = f"the OCR service answered {refusal.status} {refusal.code}: {refusal.meaning}"
+    if refusal.scope is Scope.RANGE:
+        return RangeTimedOut(said) if refusal.status == 504 else RangeTooLarge(said)
+    if refusal.scope is Scope.DOCUMENT:
+        return OcrRejected(refusal.status, refusal.code, refusal.meaning)
+    if refusal.scope is Scope.REQUEST:
         return OcrRequestRefused(said)
     return OcrUnavailable(said)
 

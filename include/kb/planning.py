@@ -22,8 +22,9 @@ SCANNED = "scanned"
 
 
 def classify_pages(doc: pymupdf.Document, min_chars: int) -> list[str]:
-    """Per page, ``text`` when its text layer is usable, else ``scanned``: the engine's
-    own routing rule, so the plan and the extract tasks agree on which pages need OCR."""
+    """Per page, ``text`` when its text layer is usable, else ``scanned``: the engine's own
+    routing rule, with the ``min_chars`` its reader publishes (``RangeLimits.min_text_chars``),
+    so the plan and the extract tasks agree on which pages need OCR."""
     routes = route(doc, list(range(1, doc.page_count + 1)), min_chars)
     return [SCANNED if routes[n] == OCR else TEXT for n in sorted(routes)]
 

@@ -33,19 +33,23 @@ from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ocr_engine import cost
 from ocr_engine import errors as engine_errors
 from ocr_engine.engine import BACKENDS, OcrEngine
+from ocr_engine.service import contract
 from ocr_engine.service import errors as E
 from ocr_engine.service.admission import KvAdmission
-from ocr_engine.service.http import around_requests
+from ocr_engine.service.http import BodyTooLarge, around_requests
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.service.s3 import read_s3
 from ocr_engine.service.settings import ServiceSettings
 
 log = logging.getLogger("ocr_engine.service")
 OPEN_ROUTES = ("/health", "/ready", "/metrics")
+FORM_OVERHEAD_BYTES = 1 << 20  # multipart boundaries and the form fields beside the file
+SMALL_BODY_BYTES = 64 << 10
 
 
 def _log(event: str, **fields: Any) -> None:
@@ -118,8 +122,9 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
 
     def error_response(request: Request, status: int, code: str, message: str, headers=None) -> JSONResponse:
         rid = getattr(request.state, "request_id", None)
-        return JSONResponse({"error": {"code": code, "message": message, "request_id": rid}}, status_code=status,
-                            headers=headers)
+        scope = contract.refusal(code).scope.value  # a code outside the contract is a bug: tests walk them all
+        return JSONResponse({"error": {"code": code, "message": message, "request_id": rid, "scope": scope}},
+                            status_code=status, headers=headers)
 
     @app.exception_handler(E.ServiceError)
     async def _service_error(request: Request, exc: E.ServiceError):
@@ -139,16 +144,34 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
     def unauthorised(request: Request) -> JSONResponse:
         return error_response(request, 401, "unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"})
 
-    def done(request: Request, response, seconds: float) -> None:
-        route = request.url.path
-        if route != "/metrics":
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, exc: BodyTooLarge):
+        # a parse body over the cap holds a file over max_bytes: the file's own code
+        code = "file_too_large" if request.url.path == "/v1/parse" else exc.code
+        return error_response(request, 413, code, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):  # no such route, or method
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        return error_response(request, contract.refusal(code).status, code, str(exc.detail))
+
+    def done(request: Request, response, seconds: float, route: str) -> None:
+        if route == "/metrics":
+            return
+        if response.status_code == 401:  # keyless callers are counted, never given series of their own
+            metrics.unauthorized.inc()
+        else:
             metrics.requests.labels(route, str(response.status_code)).inc()
             metrics.latency.labels(route).observe(seconds)
-            _log("request", request_id=request.state.request_id, method=request.method, route=route,
-                 status=response.status_code, ms=round(seconds * 1000, 1))
+        _log("request", request_id=request.state.request_id, method=request.method, route=route,
+             status=response.status_code, ms=round(seconds * 1000, 1))
+
+    def max_body_bytes(scope) -> int:
+        # an upload of the largest file the service reads, and its form fields; nothing else has a body
+        return settings.max_file_bytes + FORM_OVERHEAD_BYTES if scope["path"] == "/v1/parse" else SMALL_BODY_BYTES
 
     around_requests(app, keys=keys, open_routes=OPEN_ROUTES, auth_open_routes=settings.auth_health,
-                    unauthorised=unauthorised, done=done)
+                    unauthorised=unauthorised, done=done, max_body_bytes=max_body_bytes)
 
     # --- routes -----------------------------------------------------------------------
 
@@ -175,7 +198,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         return {
             "request": {
                 "max_pages": settings.max_pages_per_request,
-                "max_bytes": int(settings.max_file_mb * 1024 * 1024),
+                "max_bytes": settings.max_file_bytes,
                 "timeout_s": settings.request_timeout_s,
                 "queue_timeout_s": settings.queue_timeout_s,
                 "max_concurrency": settings.max_concurrency,
@@ -183,6 +206,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
             },
             "engine": engine.limits().as_dict(),
             "kv": _kv_limits(engine, state["admission"], settings.max_pages_per_request),
+            "refusals": contract.published(),
         }
 
     @app.post("/v1/parse")
@@ -204,7 +228,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         if (file is None) == (s3_uri is None):
             raise E.BadRequest("send exactly one of a file upload or an s3_uri", code="bad_source")
         first, last = parse_page_range(pages)
-        limit = int(settings.max_file_mb * 1024 * 1024)
+        limit = settings.max_file_bytes
         data = await _read_upload(file, limit) if file is not None else await anyio.to_thread.run_sync(
             read_s3, settings, s3_uri, limit)
 

@@ -1,11 +1,15 @@
-"""Every error the service answers with, and its HTTP status: one place, one shape.
+"""The errors the service raises; the codes, their statuses and scopes are the contract's
+(``contract.py``). Bodies are always ``{"error": {"code", "message", "request_id", "scope"}}``.
 
-Bodies are always ``{"error": {"code", "message", "request_id"}}``.
+The classes are shorthand for a code's family; a code of the contract answers with the
+contract's status whichever class raised it. (The search service shares these classes for
+its own codes, which are not the OCR contract's.)
 """
 
 from __future__ import annotations
 
 from ocr_engine import errors as engine_errors
+from ocr_engine.service.contract import REFUSALS, refusal
 
 
 class ServiceError(Exception):
@@ -17,6 +21,8 @@ class ServiceError(Exception):
         self.message = message
         if code:
             self.code = code
+        if self.code in REFUSALS:
+            self.status = REFUSALS[self.code].status
         self.headers = headers or {}
 
 
@@ -59,9 +65,6 @@ class TimedOut(ServiceError):
 
 
 def from_engine(exc: engine_errors.EngineError) -> ServiceError:
-    """Engine errors keep their own code; bad input is 422, anything else 503."""
-    if isinstance(exc, engine_errors.DocumentTooLarge):
-        return PayloadTooLarge(exc.message, code=exc.code)
-    if isinstance(exc, engine_errors.InputError):
-        return Unprocessable(exc.message, code=exc.code)
-    return NotReady(exc.message, code=exc.code)
+    """Engine errors keep their own code, at the contract's status (every engine code is in
+    the contract: a test walks ``EngineError``'s subclasses)."""
+    return ServiceError(exc.message, code=refusal(exc.code).code)

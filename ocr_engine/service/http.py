@@ -1,8 +1,10 @@
 """What both HTTP services (the OCR service and the search service) do around every request.
 
-A request id (the caller's ``X-Request-ID`` or a new one, echoed in the response), the API
-key check (``Authorization: Bearer <key>`` or ``X-API-Key``, compared in constant time with
-every key), and a callback with the outcome for the service's own metrics and logs.
+A request id (the caller's ``X-Request-ID`` or a new one, echoed in the response), a cap on
+the request body applied before it is read, the API key check (``Authorization: Bearer <key>``
+or ``X-API-Key``, compared in constant time with every key), and a callback with the outcome
+and the route *template* for the service's own metrics and logs: labelling by the raw path
+let anyone add a time series per random URL, with or without a key.
 """
 
 from __future__ import annotations
@@ -13,8 +15,68 @@ import uuid
 from typing import Awaitable, Callable
 
 from fastapi import FastAPI
+from fastapi.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+UNMATCHED = "unmatched"  # the one label every path that is no route shares
+
+
+class BodyTooLarge(HTTPException):
+    """Raised while a request body is read, at the first byte past the cap (or at once when
+    Content-Length says so); each service answers it 413 in its own error shape. An
+    (FastAPI's) HTTPException, because FastAPI turns any other error raised while it reads a body into 400."""
+
+    code = "body_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is over the {limit:,} byte limit")
+        self.limit = limit
+        self.message = self.detail
+
+
+class BodyCap:
+    """ASGI middleware: a request body may be at most ``limit(scope)`` bytes. The body is never
+    buffered here: a declared length over the cap fails the first read, a chunked body fails
+    at the chunk that crosses it, so a 200 MB body costs one read, not 200 MB."""
+
+    def __init__(self, app: ASGIApp, limit: Callable[[Scope], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit(scope)
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        over = declared is not None and declared.isdigit() and int(declared) > limit
+        seen = 0
+
+        async def capped() -> Message:
+            nonlocal seen
+            if over:
+                raise BodyTooLarge(limit)
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        await self.app(scope, capped, send)
+
+
+def route_template(app: FastAPI, scope: Scope) -> str:
+    """The path template of the route a request matches (``/v1/documents/{doc_id}/...``), or
+    ``UNMATCHED``: a bounded set of labels whatever paths are asked for."""
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match is Match.FULL:
+            return getattr(route, "path", UNMATCHED)
+    return UNMATCHED
 
 
 def authorised(request: Request, keys: list[bytes]) -> bool:
@@ -29,8 +91,15 @@ def authorised(request: Request, keys: list[bytes]) -> bool:
 
 def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, ...], auth_open_routes: bool,
                     unauthorised: Callable[[Request], Response],
-                    done: Callable[[Request, Response, float], Awaitable[None] | None]) -> None:
-    """Install the middleware. ``unauthorised`` builds the 401; ``done`` sees every answer."""
+                    done: Callable[[Request, Response, float, str], Awaitable[None] | None],
+                    max_body_bytes: Callable[[Scope], int]) -> None:
+    """Install the middleware. ``unauthorised`` builds the 401; ``done`` sees every answer with
+    its route template; ``max_body_bytes`` caps each request's body (the service answers
+    ``BodyTooLarge`` with its 413)."""
+
+    # Inside ``around``: Starlette's BaseHTTPMiddleware reads the body in a task group, which
+    # would wrap BodyTooLarge in an ExceptionGroup (and FastAPI would answer 400).
+    app.add_middleware(BodyCap, limit=max_body_bytes)
 
     @app.middleware("http")
     async def around(request: Request, call_next):
@@ -42,5 +111,5 @@ def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, 
         else:
             response = await call_next(request)
         response.headers["X-Request-ID"] = request.state.request_id
-        done(request, response, time.perf_counter() - started)
+        done(request, response, time.perf_counter() - started, route_template(app, request.scope))
         return response

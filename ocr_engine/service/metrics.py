@@ -8,7 +8,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 class Metrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
+        # route: the route's template, or "unmatched"; answers 401 are only counted, unlabelled
         self.requests = Counter("ocr_requests", "Requests by route and status", ["route", "status"], registry=r)
+        self.unauthorized = Counter("ocr_unauthorized_requests", "Requests refused for want of a valid key",
+                                    registry=r)
         self.latency = Histogram("ocr_request_seconds", "Request latency", ["route"], registry=r,
                                  buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300))
         self.pages = Counter("ocr_pages", "Pages processed by backend and status", ["backend", "status"], registry=r)

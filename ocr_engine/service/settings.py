@@ -43,6 +43,10 @@ class ServiceSettings(BaseSettings):
     # 1,000 OCR pages (ocr_cost_per_1000_pages). None: not shown.
     gpu_cost_per_hour: float | None = Field(None, ge=0)
 
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 1024 * 1024)
+
     @field_validator("api_keys", mode="before")
     @classmethod
     def _split(cls, value):

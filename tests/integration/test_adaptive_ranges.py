@@ -30,7 +30,7 @@ class Reader:
     def __call__(self, data, first, last, backend="auto"):
         self.calls.append((first, last))
         if last - first + 1 > self.max_pages:
-            raise RangeTooLarge(f"the service answered 422 too_many_pages: {last - first + 1} pages")
+            raise RangeTooLarge(f"the service answered 413 too_many_pages: {last - first + 1} pages")
         if self.slow_page is not None and first <= self.slow_page <= last:
             raise RangeTimedOut("the service answered 504 timeout: parsing took longer than 20s")
         pages = engine_extractor(data, first, last, backend)

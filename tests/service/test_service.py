@@ -74,8 +74,8 @@ def test_bad_documents_are_422_with_their_typed_code(service, data, code):
 
 def test_limits_each_have_their_own_error(service):
     assert_error(post(service, os.urandom(5 * 1024 * 1024)), 413, "file_too_large")
-    assert_error(post(service, make_pdf(coded_pages("long", 21))), 422, "too_many_pages")
-    assert_error(post(service, make_pdf(coded_pages("short", 2)), pages="2-5"), 422, "bad_page_range")
+    assert_error(post(service, make_pdf(coded_pages("long", 21))), 413, "too_many_pages")
+    assert_error(post(service, make_pdf(coded_pages("short", 2)), pages="2-5"), 400, "bad_page_range")
     assert_error(post(service, make_pdf(coded_pages("short", 2)), pages="two"), 400, "bad_page_range")
     assert_error(post(service, make_pdf(coded_pages("x", 1)), backend="magic"), 400, "bad_backend")
 

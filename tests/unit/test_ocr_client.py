@@ -44,8 +44,13 @@ class Scripted:
         self.server.shutdown()
 
 
-def err(code):
-    return {"error": {"code": code, "message": code, "request_id": "r"}}
+
+
+def err(code, scope=None):
+    body = {"error": {"code": code, "message": code, "request_id": "r"}}
+    if scope:
+        body["error"]["scope"] = scope
+    return body
 
 
 OK = (200, {}, {"pages": [{"page": 1, "markdown": "hello"}]})
@@ -64,9 +69,14 @@ def test_429_and_503_are_retried_then_succeed(first):
 @pytest.mark.parametrize("status, code, error", [
     (422, "encrypted_pdf", OcrRejected),  # the document's own defect: quarantined
     (422, "corrupt_pdf", OcrRejected),
+    (422, "malformed_pdf", OcrRejected),  # these three were retried as refusals, never quarantined
+    (422, "claims_exceed_file", OcrRejected),
+    (422, "page_too_large", OcrRejected),
     (413, "file_too_large", RangeTooLarge),  # our limits: the range is split
-    (422, "too_many_pages", RangeTooLarge),
+    (413, "too_many_pages", RangeTooLarge),
+    (413, "kv_budget_exceeded", RangeTooLarge),
     (504, "timeout", RangeTimedOut),
+    (422, "invalid_request", OcrRequestRefused),  # a 422 is not the document's unless the service says so
     (401, "unauthorized", OcrRequestRefused),  # our deployment's mistake: never the document's
     (400, "bad_s3_uri", OcrRequestRefused),
     (500, "internal_error", OcrUnavailable),
@@ -86,13 +96,14 @@ def test_final_answers_are_not_retried_and_say_whose_problem_they_are(status, co
 def test_limits_are_read_from_the_service():
     body = {"request": {"max_pages": 10, "max_bytes": 2048, "timeout_s": 20.0},
             "engine": {"ocr_backend": "ppocr", "max_pages_per_call": None, "token_budget": None,
-                       "seconds_per_page": {"textlayer": 0.02, "ppocr": 2.5}, "pace": {}}}
+                       "seconds_per_page": {"textlayer": 0.02, "ppocr": 2.5}, "pace": {},
+                       "min_text_chars": 20}}
     server = Scripted([(503, {}, err("not_ready")), (200, {}, body)])
     try:
         limits = OcrClient(server.url, "k", retries=2, backoff_s=0.01).limits()
         assert (limits.max_pages, limits.max_bytes, limits.timeout_s) == (10, 2048, 20.0)
         assert (limits.text_seconds_per_page, limits.scanned_seconds_per_page) == (0.02, 2.5)
-        assert limits.source == server.url and server.calls == 2
+        assert limits.source == server.url and server.calls == 2 and limits.min_text_chars == 20
     finally:
         server.close()
 
@@ -165,3 +176,33 @@ def test_a_replica_that_is_down_is_skipped_and_all_down_is_reported_once_per_rou
     with pytest.raises(OcrUnavailable, match="after 4 tries"):
         OcrClient("http://127.0.0.1:9", "k", retries=1, backoff_s=0.01, replicas=["http://127.0.0.1:7"]).parse(
             b"%PDF", 1, 1)
+
+
+@pytest.mark.parametrize("scope, error", [("document", OcrRejected), ("range", RangeTooLarge),
+                                          ("request", OcrRequestRefused), ("retry", OcrUnavailable)])
+def test_a_code_the_client_never_heard_of_is_read_by_the_scope_the_service_states(scope, error):
+    server = Scripted([(422 if scope != "retry" else 500, {}, err("a_code_added_later", scope)), OK])
+    try:
+        with pytest.raises(error):
+            OcrClient(server.url, "k", retries=3, backoff_s=0.01).parse(b"%PDF", 1, 1)
+        assert server.calls == 1
+    finally:
+        server.close()
+
+
+def test_every_engine_error_code_is_in_the_contract_at_a_4xx_or_5xx_status():
+    from ocr_engine import errors as engine_errors
+    from ocr_engine.service.contract import REFUSALS, Scope
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    for cls in [engine_errors.EngineError, *subclasses(engine_errors.EngineError)]:
+        assert cls.code in REFUSALS, cls
+        refusal = REFUSALS[cls.code]
+        if issubclass(cls, engine_errors.InputError) and cls.code not in ("too_many_pages", "file_too_large",
+                                                                          "bad_page_range"):
+            assert refusal.scope is Scope.DOCUMENT and refusal.status == 422, cls
+    assert all(400 <= r.status < 600 for r in REFUSALS.values())

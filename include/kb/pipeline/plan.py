@@ -54,7 +54,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
                 continue
             doc = open_pdf(data, max_pages=s.max_pages)
             try:
-                kinds = classify_pages(doc, s.min_text_chars)
+                kinds = classify_pages(doc, limits.min_text_chars)
             finally:
                 doc.close()
         except BAD_INPUT as exc:
