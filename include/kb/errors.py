@@ -92,7 +92,7 @@ class RangeRefused(InfrastructureError):
 
 
 class RangeTooLarge(RangeRefused):
-    """Too many pages (422 too_many_pages) or bytes (413) for one request."""
+    """Too many pages, bytes or KV cache for one request (413)."""
 
     code = "range_too_large"
 
@@ -126,6 +126,12 @@ class ObjectMissing(KbError):
     """The object (or that version of it) is not in the bucket."""
 
     code = "object_missing"
+
+
+class ObjectTooLarge(KbError):
+    """The object is over the size its reader takes; nothing past the cap was read."""
+
+    code = "object_too_large"
 
 
 class StoreWriteFailed(InfrastructureError):

@@ -24,7 +24,7 @@ from minio.error import S3Error
 from minio.versioningconfig import ENABLED, VersioningConfig
 from urllib3.exceptions import HTTPError
 
-from kb.errors import CorruptArtifact, ObjectMissing, StorageUnavailable
+from kb.errors import CorruptArtifact, ObjectMissing, ObjectTooLarge, StorageUnavailable
 from kb.settings import S3Settings
 
 _MISSING = {"NoSuchKey", "NoSuchObject", "NoSuchVersion", "NoSuchBucket", "NotFound"}
@@ -139,11 +139,13 @@ class ObjectStore:
                 version_id=obj.version_id if obj.version_id not in (None, "null") else None,
             )
 
-    def get_bytes(self, bucket: str, key: str, version_id: str | None = None) -> bytes:
-        """The object's bytes; ``ObjectMissing`` when it, its bucket or that version is not there."""
-        return self._get(bucket, key, version_id)[0]
+    def get_bytes(self, bucket: str, key: str, version_id: str | None = None, *, max_bytes: int | None = None) -> bytes:
+        """The object's bytes; ``ObjectMissing`` when it, its bucket or that version is not there,
+        ``ObjectTooLarge`` when it is over ``max_bytes`` (then at most that much is read)."""
+        return self._get(bucket, key, version_id, max_bytes)[0]
 
-    def _get(self, bucket: str, key: str, version_id: str | None = None) -> tuple[bytes, str | None]:
+    def _get(self, bucket: str, key: str, version_id: str | None = None,
+             max_bytes: int | None = None) -> tuple[bytes, str | None]:
         """The bytes and the checksum written with them (None when there is none)."""
         with storage_errors(f"reading s3://{bucket}/{key}"):
             try:
@@ -155,7 +157,14 @@ class ObjectStore:
                                         + f" does not exist ({exc.code})") from None
                 raise
             try:
-                return resp.read(), resp.headers.get(f"x-amz-meta-{CHECKSUM_META}")
+                if max_bytes is None:
+                    data = resp.read()
+                else:  # never more than the cap in memory, whatever the object's length
+                    declared = resp.headers.get("content-length")
+                    data = b"" if declared and int(declared) > max_bytes else resp.read(max_bytes + 1)
+                    if (declared and int(declared) > max_bytes) or len(data) > max_bytes:
+                        raise ObjectTooLarge(f"s3://{bucket}/{key} is over the {max_bytes:,} byte limit")
+                return data, resp.headers.get(f"x-amz-meta-{CHECKSUM_META}")
             finally:
                 resp.close()
                 resp.release_conn()

@@ -8,25 +8,53 @@ hit matched in Chinese as in English.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, ContextManager, Protocol
 
 from kb.settings import PipelineSettings
-from kb.sparse import SparseEncoder, tokenize
+from kb.sparse import CJK, SparseEncoder, tokenize
+
+_CJK_RUN = re.compile(rf"[{CJK}]+")
+
+
+_WORDS = re.compile(r"[a-z0-9]+", re.IGNORECASE | re.ASCII)  # the sparse tokenizer's words
+
+
+@lru_cache(maxsize=256)
+def _query_terms(query: str, tokenizer: str) -> tuple[frozenset[str], frozenset[str], tuple[int, ...]]:
+    """The query's words, its CJK terms, and the CJK terms' lengths: worked out once a query,
+    not once a hit."""
+    terms = frozenset(tokenize(query, tokenizer))
+    words = frozenset(t for t in terms if t.isascii())
+    others = terms - words
+    return words, others, tuple(sorted({len(t) for t in others}))
 
 
 def _occurrences(text: str, query: str, tokenizer: str) -> dict[str, list[int]]:
     """Where each of the query's terms (as the sparse vectors see them: words,
-    case-insensitive, and CJK bigrams or words) starts in ``text``."""
-    out = {}
-    for term in set(tokenize(query, tokenizer)):
-        if term.isascii():
-            pattern = re.compile(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", re.IGNORECASE)
-        else:
-            pattern = re.compile(re.escape(term))
-        out[term] = [m.start() for m in pattern.finditer(text)]
+    case-insensitive, and CJK bigrams or words) that ``text`` holds starts, ascending.
+
+    One pass over ``text`` whatever the query's length: words are looked up in the query's
+    set, and CJK terms by the few term lengths there are. (A regex per term was compiled for
+    each hit: a 2,000-character Chinese query over 50 hits took 4.2 s.)"""
+    words, others, lengths = _query_terms(query, tokenizer)
+    out: dict[str, list[int]] = {}
+    if words:
+        for m in _WORDS.finditer(text):
+            word = m.group().lower()
+            if word in words:
+                out.setdefault(word, []).append(m.start())
+    if others:
+        for run in _CJK_RUN.finditer(text):
+            end = run.end()
+            for i in range(run.start(), end):
+                for n in lengths:
+                    if i + n > end:
+                        break
+                    piece = text[i:i + n]
+                    if piece in others:
+                        out.setdefault(piece, []).append(i)
     return out
 
 
@@ -35,16 +63,30 @@ def snippet(text: str, query: str, tokenizer: str = "bigram", width: int = 160) 
     flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
-    found = {t: starts for t, starts in _occurrences(flat, query, tokenizer).items() if starts}
-    best, best_score = 0, -1
+    found = _occurrences(flat, query, tokenizer)
     step = max(1, width // 8)
-    for start in range(0, len(flat) - width + step, step):
-        score = 0
-        for term, starts in found.items():
-            i = bisect_left(starts, start)  # the first occurrence at or after the window's start
-            score += i < len(starts) and starts[i] + len(term) <= start + width
+    windows = len(range(0, len(flat) - width + step, step))  # window k starts at k * step
+    # A window's score is the number of distinct terms with an occurrence wholly inside it.
+    # Each occurrence covers a run of windows; a term's runs are merged and counted once, on
+    # a difference array: linear in occurrences and windows, not their product.
+    diff = [0] * (windows + 1)
+    for term, starts in found.items():
+        last_end = -1
+        for begin in starts:
+            first_k = max(0, -(-(begin + len(term) - width) // step))
+            last_k = min(windows - 1, begin // step)
+            if first_k > last_k:
+                continue
+            first_k = max(first_k, last_end + 1)
+            if first_k <= last_k:
+                diff[first_k] += 1
+                diff[last_k + 1] -= 1
+                last_end = last_k
+    best, best_score, score = 0, -1, 0
+    for k in range(windows):
+        score += diff[k]
         if score > best_score:
-            best, best_score = start, score
+            best, best_score = k * step, score
     start = best
     # widen to word boundaries where the text has them
     if start > 0 and flat[start - 1] != " ":

@@ -46,11 +46,10 @@ class PipelineSettings(BaseSettings):
     # A range's expected seconds (pages x the service's seconds per page of their kind)
     # stay under this share of the service's request timeout.
     range_time_share: float = Field(0.5, gt=0, le=1)
-    # A range refused for size (413, 422 too_many_pages) or time (504), or with truncated,
+    # A range refused for size (413: pages, bytes or KV cache) or time (504), or with truncated,
     # repeated or failed pages, is split in halves down to single pages. Off only to see
     # what happens without it.
     split_ranges: bool = True
-    min_text_chars: int = Field(20, ge=0, description="text layer below this counts as scanned")
     max_attempts: int = Field(3, ge=1, description="failed runs of one version before quarantine")
     # After a failed attempt a version waits before the next: base x 2^(attempts-1), capped,
     # so a stuck document does not take the OCR pool on every scheduled run.
@@ -264,9 +263,17 @@ class SearchSettings(BaseSettings):
     log_queries: bool = False
     max_query_chars: int = Field(2000, ge=1)
     max_top_k: int = Field(50, ge=1)
+    # Request bodies over this are answered 413 before they are read (a search body is a
+    # query of max_query_chars, 12 bytes a character at worst as JSON escapes, and a filter).
+    max_body_bytes: int = Field(64 * 1024, ge=1024)
     # Page images: rendered at this dpi, within this many pixels whatever size the page claims.
     page_dpi: int = Field(110, ge=36, le=300)
     max_page_pixels: int = Field(4_000_000, ge=100_000)
+    # The largest document a page image is drawn from (read at most this much), page images
+    # drawn at once, and requests that may wait for one before 429.
+    max_page_source_mb: float = Field(200, gt=0)
+    page_renders: int = Field(1, ge=1)
+    page_queue: int = Field(8, ge=0)
     # Local mode: how often the store's change marker is looked at (a refresh is a copy
     # of the store made under its lock, then opened; queries use the previous copy meanwhile).
     refresh_interval_s: float = Field(0.5, gt=0)

@@ -19,15 +19,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kb.retrieval import Retriever, SearchFilter, mark_terms
 from kb.search import errors as E
 from kb.ledger_db import Ledger
-from kb.search.pages import PageNotFound, render_png
+from kb.search.pages import PageNotFound, PageSourceTooLarge, render_png
 from kb.search.stores import open_reader
 from kb.search.ui import PAGE
 from kb.settings import PipelineSettings, S3Settings, SearchSettings
-from ocr_engine.service.http import around_requests
+from ocr_engine.service.http import BodyTooLarge, around_requests
 
 log = logging.getLogger("kb.search")
 OPEN_ROUTES = ("/", "/health", "/ready", "/metrics")
@@ -40,7 +41,11 @@ def _log(event: str, **fields: Any) -> None:
 class Metrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
+        # route: the route's template, or "unmatched"; answers 401 are only counted, unlabelled,
+        # and error codes are the service's own few: nobody can add a series from outside
         self.requests = Counter("kb_search_requests", "Requests by route and status", ["route", "status"], registry=r)
+        self.unauthorized = Counter("kb_search_unauthorized_requests", "Requests refused for want of a valid key",
+                                    registry=r)
         self.latency = Histogram("kb_search_query_seconds", "Search latency by mode", ["mode"], registry=r,
                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
         self.errors = Counter("kb_search_errors", "Errors by code", ["code"], registry=r)
@@ -117,7 +122,8 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
         body: dict[str, Any] = {"code": code, "message": message, "request_id": getattr(request.state, "request_id", None)}
         if field:
             body["field"] = field
-        metrics.errors.labels(code).inc()
+        if status != 401:
+            metrics.errors.labels(code).inc()
         return JSONResponse({"error": body}, status_code=status, headers=headers)
 
     @app.exception_handler(E.ServiceError)
@@ -140,16 +146,27 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
     def unauthorised(request: Request) -> JSONResponse:
         return error_response(request, 401, "unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"})
 
-    def done(request: Request, response, seconds: float) -> None:
-        route = request.url.path
-        if route != "/metrics":
-            label = "/v1/documents/pages" if route.startswith("/v1/documents/") else route  # no ids in labels
-            metrics.requests.labels(label, str(response.status_code)).inc()
-            _log("request", request_id=request.state.request_id, method=request.method, route=label,
-                 status=response.status_code, ms=round(seconds * 1000, 1))
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, exc: BodyTooLarge):
+        return error_response(request, 413, exc.code, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):  # no such route, or method
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
+        return error_response(request, exc.status_code, code, str(exc.detail))
+
+    def done(request: Request, response, seconds: float, route: str) -> None:
+        if route == "/metrics":
+            return
+        if response.status_code == 401:  # keyless callers are counted, never given series of their own
+            metrics.unauthorized.inc()
+        else:
+            metrics.requests.labels(route, str(response.status_code)).inc()
+        _log("request", request_id=request.state.request_id, method=request.method, route=route,
+             status=response.status_code, ms=round(seconds * 1000, 1))
 
     around_requests(app, keys=keys, open_routes=OPEN_ROUTES, auth_open_routes=settings.auth_health,
-                    unauthorised=unauthorised, done=done)
+                    unauthorised=unauthorised, done=done, max_body_bytes=lambda scope: settings.max_body_bytes)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
@@ -191,17 +208,20 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
         where = None
         if body.filter is not None:
             where = SearchFilter(body.filter.key_prefix, body.filter.language, body.filter.pages)
+        def answer() -> list[dict[str, Any]]:  # in a thread: nothing per hit runs on the event loop
+            hits = retriever.search(body.query, body.top_k, body.mode, where)
+            for hit in hits:
+                hit["page_urls"] = page_urls(hit)
+                hit["page_url"] = hit["page_urls"][0] if hit["page_urls"] else None
+                hit["snippet_html"] = mark_terms(hit["snippet"], body.query, retriever.encoder.tokenizer)
+            return hits
+
         started = time.perf_counter()
-        hits = await anyio.to_thread.run_sync(lambda: retriever.search(body.query, body.top_k, body.mode, where))
+        hits = await anyio.to_thread.run_sync(answer)
         seconds = time.perf_counter() - started
         metrics.latency.labels(body.mode).observe(seconds)
         if settings.log_queries:
             _log("query", request_id=request.state.request_id, query=body.query, mode=body.mode, hits=len(hits))
-        tokenizer = retriever.encoder.tokenizer
-        for hit in hits:
-            hit["page_urls"] = page_urls(hit)
-            hit["page_url"] = hit["page_urls"][0] if hit["page_urls"] else None
-            hit["snippet_html"] = mark_terms(hit["snippet"], body.query, tokenizer)
         # plain JSON: FastAPI's encoder would walk every hit again for nothing (~2 ms a query)
         return JSONResponse({"hits": hits, "took_ms": round(seconds * 1000, 2)})
 
@@ -217,18 +237,32 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
         boxes = [b["bbox"] for b in payload.get("boxes") or [] if b.get("page") == page and b.get("bbox")]
         return version or payload.get("version_id"), boxes
 
+    renders = anyio.CapacityLimiter(settings.page_renders)  # threads rendering at once (MuPDF: one)
+    waiting = 0
+
     @app.get("/v1/documents/{doc_id}/pages/{page:int}.png")
     async def page_image(doc_id: str, page: int, request: Request, version: str | None = None,
                          chunk: str | None = Query(None, pattern=_UUID, description="a hit's id: its boxes are drawn")):
+        nonlocal waiting
+
         def render() -> bytes:
             at, boxes = chunk_boxes(doc_id, page, version, chunk) if chunk else (version, [])
             return render_png(request.app.state.objects, Ledger.for_settings(pipeline, request.app.state.objects),
-                              doc_id, page, at, settings.page_dpi, settings.max_page_pixels, boxes)
+                              doc_id, page, at, settings.page_dpi, settings.max_page_pixels, boxes,
+                              max_bytes=int(settings.max_page_source_mb * 2**20))
 
+        if waiting >= settings.page_renders + settings.page_queue:
+            raise E.Overloaded("too many page images are being drawn; retry later",
+                               headers={"Retry-After": "1"})
+        waiting += 1
         try:
-            png = await anyio.to_thread.run_sync(render)
+            png = await anyio.to_thread.run_sync(render, limiter=renders)
         except PageNotFound as exc:
             raise E.NotFound(exc.message, code=exc.code) from None
+        except PageSourceTooLarge as exc:
+            raise E.InvalidRequest(exc.message, code=exc.code) from None
+        finally:
+            waiting -= 1
         return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
     return app

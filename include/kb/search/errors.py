@@ -6,9 +6,9 @@ request field is at fault.
 
 from __future__ import annotations
 
-from ocr_engine.service.errors import NotReady, ServiceError, Unauthorized
+from ocr_engine.service.errors import NotReady, Overloaded, ServiceError, Unauthorized
 
-__all__ = ["InvalidRequest", "NotFound", "NotReady", "ServiceError", "Unauthorized"]
+__all__ = ["InvalidRequest", "NotFound", "NotReady", "Overloaded", "ServiceError", "Unauthorized"]
 
 
 class NotFound(ServiceError):
@@ -18,6 +18,6 @@ class NotFound(ServiceError):
 class InvalidRequest(ServiceError):
     status, code = 422, "invalid_request"
 
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, field: str | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
         self.field = field
