@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# One prepared run on a rented H200 (issue 14): the KV cache, full vs R-SWA, to T = 32,768 by the
-# fill method, then the batch bench. Each step has its own timeout, so one failing still leaves the
-# other's results; all of it is sized to end within 8 minutes. Results land in $OUT, at most 8 files
-# (the device tool returns no more), to be copied into docs/benchmarks by hand.
+# One prepared run on a rented H200 (issues 14, 21): first the admission budget the OCR service would
+# take on this card (device_capacity with its activation reserve, measured by the engine's own code),
+# then the KV cache, full vs R-SWA on the same static cache class, to T = 32,768 by the fill method,
+# then the batch bench. Each step has its own timeout, so one failing still leaves the others'
+# results; all of it is sized to end within 8 minutes. Results land in $OUT, at most 8 files (the
+# device tool returns no more: env, admission .json/.log, kv-cache-fill .json/.log/.png, batch
+# .json/.log), to be copied into docs/benchmarks by hand.
 #
 #   here, once:   bench/gpu_check.sh prepare   # the wheels the image lacks into .whl/ (16 MB)
 #   the device:   bash bench/gpu_check.sh      # carry .whl; run's timeout_s 540
@@ -34,12 +37,13 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 if [ "${GPU_CHECK_SMALL:-0}" = 1 ]; then
     OUT=${OUT:-bench-results/gpu-check}
     tag=cpu-small device=cpu layers=1 prefix=128 max_t=512 vocab=4096 batches=1,2
-    kv_timeout=${KV_TIMEOUT:-120} batch_timeout=${BATCH_TIMEOUT:-120}
+    kv_timeout=${KV_TIMEOUT:-120} batch_timeout=${BATCH_TIMEOUT:-120} admission_timeout=${ADMISSION_TIMEOUT:-120}
 else
     tag=h200 device=cuda layers=12 prefix=4096 max_t=32768 vocab=129280 batches=1,8,32
     # kv: two 725M-parameter builds (16 s each on 2 cores here), fills of ~70k tokens and 5 x 34 steps
     # of ~20 ms per cache kind: about a minute expected. Worst case of all steps: ~450 s.
-    kv_timeout=${KV_TIMEOUT:-240} batch_timeout=${BATCH_TIMEOUT:-180}
+    # admission: one 725M-parameter build and one prefill of the longest range (~6,000 tokens): seconds.
+    kv_timeout=${KV_TIMEOUT:-240} batch_timeout=${BATCH_TIMEOUT:-180} admission_timeout=${ADMISSION_TIMEOUT:-75}
 fi
 : "${OUT:?set OUT to the folder for results}"
 mkdir -p "$OUT"
@@ -75,6 +79,13 @@ step() {  # step NAME TIMEOUT ARGS...: stdout (the JSON) and stderr (the log) in
         | tee -a "$OUT/$name-$tag.log"
 }
 
+# The production admission budget: device_capacity on this card, with its activation reserve (the peak
+# of one longest-range prefill x OCR_MAX_BATCH). OCR_MODEL_DIR, when set and present, measures the
+# released checkpoint through the engine's backend; otherwise the benchmark's decoder (the JSON says).
+admission_model=()
+[ -n "${OCR_MODEL_DIR:-}" ] && [ -d "$OCR_MODEL_DIR" ] && admission_model=(--model-dir "$OCR_MODEL_DIR")
+step admission "$admission_timeout" admission --device $device --layers $layers --vocab $vocab "${admission_model[@]}"
+
 step kv-cache-fill "$kv_timeout" kv-cache --method fill --layers $layers --prefix $prefix --max-t $max_t \
     --vocab $vocab --device $device --out "$OUT"
 # batch prints its JSON on stdout; it takes --out only if its parser has one (it had none when this was written)
@@ -92,7 +103,17 @@ print(f"{'T':>7} {'full MiB':>9} {'R-SWA MiB':>10} {'full ms/tok':>12} {'R-SWA m
 for x in r["rows"]:
     print(f"{x['T']:>7} {x['full_bytes'] / 2**20:>9.1f} {x['rswa_bytes'] / 2**20:>10.1f} "
           f"{x['full_ms_per_token']:>12.2f} {x['rswa_ms_per_token']:>13.2f}")
-print(json.dumps(r["checks"]), json.dumps(r.get("gpu_peak_allocated_bytes")), json.dumps(r["fill_seconds"]))
+print(json.dumps(r["checks"]), json.dumps(r.get("cache_layers")), json.dumps(r.get("gpu_peak_allocated_bytes")),
+      json.dumps(r["fill_seconds"]))
+EOF
+"$PYTHON" - "$OUT/admission-$tag.json" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    sys.exit(f"no admission result: {e}")
+print("admission:", json.dumps({k: r.get(k) for k in ("model", "measured", "capacity_bytes", "how",
+                                                      "longest_range_pages", "capacity_sequences_longest_range")}))
 EOF
 n=$(find "$OUT" -type f | wc -l)
 echo "== $n files in $OUT$([ "$n" -gt 8 ] && echo ': over the 8 that come back')"

@@ -4,6 +4,7 @@
     python -m ocr_engine.bench kv-cache --method fill --json [--max-t 32768 --prefix 4096 --checkpoints 128,2048]
     python -m ocr_engine.bench ocr-accuracy [--pages 12]
     python -m ocr_engine.bench batch --json [--device cuda --layers 12 --prefix 4096 --batches 1,8,32]
+    python -m ocr_engine.bench admission --json [--device cuda --model-dir DIR]
 
 ``kv-cache``: the real decoder's dimensions (hidden 1280, 10 KV heads of 128) with
 random weights, a prefix of L_m reference tokens, then T generated tokens, once with
@@ -18,6 +19,8 @@ is measured in the run; the deployment guide's 47.00 GB / 1.77 GB are not reprod
 its own (ocr_engine/bench_decoder.py).
 ``batch``: batched R-SWA decoding against batch 1, and the largest batches admission
 allows for R-SWA and a full cache (ocr_engine/bench_batch.py).
+``admission``: the KV budget the OCR service would admit against on this device,
+``device_capacity`` with its activation reserve, measured (ocr_engine/bench_admission.py).
 """
 
 from __future__ import annotations
@@ -184,7 +187,31 @@ def main(argv: list[str] | None = None) -> int:
     bat.add_argument("--real-dims", action="store_true", help="on CPU too: hidden 1280, 10 KV heads of 128")
     bat.add_argument("--cpu-budget-bytes", type=int, default=None, help="default: the engine's cpu_kv_budget_bytes")
     bat.add_argument("--json", action="store_true")
+    adm = sub.add_parser("admission", help="device_capacity and its activation reserve on this device")
+    adm.add_argument("--device", default="auto")
+    adm.add_argument("--model-dir", default=None, help="the released checkpoint (else the benchmark's decoder)")
+    adm.add_argument("--layers", type=int, default=None, help="benchmark decoder: default 12 on CUDA, 1 on CPU")
+    adm.add_argument("--vocab", type=int, default=None, help="benchmark decoder: default 129280 on CUDA, 4096 on CPU")
+    adm.add_argument("--visual-tokens-per-page", type=int, default=None)
+    adm.add_argument("--prompt-tokens", type=int, default=None)
+    adm.add_argument("--max-batch", type=int, default=None, help="default: OCR_MAX_BATCH")
+    adm.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+
+    if args.bench == "admission":
+        import torch
+
+        from ocr_engine import bench_admission as admission
+
+        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        gpu = device == "cuda"
+        report = admission.run(
+            device, args.model_dir, layers=args.layers or (REAL_LAYERS if gpu else 1),
+            vocab=args.vocab or (129_280 if gpu else 4096),
+            visual_tokens_per_page=args.visual_tokens_per_page or admission.DEFAULT_VISUAL_TOKENS_PER_PAGE,
+            prompt_tokens=args.prompt_tokens or admission.DEFAULT_PROMPT_TOKENS, max_batch=args.max_batch)
+        print(json.dumps(report, indent=2) if args.json else admission.table(report))
+        return 0
 
     if args.bench == "batch":
         import torch
