@@ -43,10 +43,27 @@ class LiveStack:
     def kb(self, *args: str, timeout: float = 600):
         return kb(self.env, *args, timeout=timeout)
 
+    @property
+    def runs(self):
+        """Upload, trigger ``kb_ingest`` on a prefix, wait; read Qdrant and the ledger back."""
+        from tests.stack.faultkit import FaultStack
+
+        return FaultStack(self.env, {"calls": []})
+
+    def ingest(self, prefix: str, documents: dict[str, bytes], timeout_s: float = 600) -> tuple[str, dict | None]:
+        runs = self.runs
+        runs.upload(prefix, documents)
+        return runs.run(prefix, timeout_s)
+
+    def headers(self, part: str) -> dict[str, str]:
+        key = {"search": "KB_SEARCH_API_KEY", "ocr": "KB_OCR_API_KEY"}[part]
+        return {"Authorization": f"Bearer {self.secrets[key]}"}
+
 
 @pytest.fixture(scope="session")
 def live(tmp_path_factory) -> LiveStack:
-    env = stack_env_for(tmp_path_factory.mktemp("security-stack"))
+    # a small page-image queue, so that a burst shows the bound (test_service_bounds)
+    env = stack_env_for(tmp_path_factory.mktemp("security-stack"), KB_SEARCH_PAGE_QUEUE="2")
     up = kb(env, "up")
     assert up.returncode == 0, up.stdout + up.stderr
     try:
