@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import closing
 
+import httpx
 import pytest
 
 from kb import failpoints
 from kb.artifacts import ArtifactKeys
-from kb.stack import kill_part, part_pid, processes, restart_scheduler, stop_s3
+from kb.stack import (INGEST_DAG_ID, kill_part, ocr_api_key, ocr_base_url, part_pid, processes, restart_scheduler,
+                      stop_s3)
 from tests.pdfs import (broken_xref_pdf, claims_longer_stream_pdf, claims_more_pages_pdf, coded_pages,
                         deep_page_tree_pdf, deeply_nested_pdf, empty_password_pdf, giant_page_pdf, jpeg_named_pdf,
                         make_pdf, recursive_page_tree_pdf, scanned_copy)
@@ -99,6 +102,56 @@ def _while_running(stack: FaultStack, run_id: str, prefix: str, task: str) -> st
         return run_id
 
 
+def _ocr_requests_in_flight(stack: FaultStack) -> float:
+    """The OCR service's ``ocr_requests_in_flight`` gauge; 0 when the service does not answer."""
+    key = ocr_api_key(stack.settings)
+    try:
+        text = httpx.get(f"{ocr_base_url(stack.settings)}/metrics", timeout=5,
+                         headers={"Authorization": f"Bearer {key}"} if key else {}).text
+    except httpx.HTTPError:
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("ocr_requests_in_flight "))
+
+
+def _until_ocr_is_reading(stack: FaultStack, timeout_s: float = 120) -> None:
+    """Back once the OCR service is answering a request, so a kill drops that request."""
+    deadline = time.monotonic() + timeout_s
+    while _ocr_requests_in_flight(stack) < 1:
+        assert time.monotonic() < deadline, f"no OCR request was in flight within {timeout_s:.0f}s"
+        time.sleep(0.1)
+
+
+def _until_no_try_is_running(stack: FaultStack, run_id: str, task: str, timeout_s: float = 300) -> None:
+    """Back once no try of ``task`` runs in ``run_id``: with S3 down, the task has met the outage
+    (a try failed, or it recorded its documents' failures) instead of missing it. With a fixed
+    10 s downtime, index was seen to finish its only try and the run to succeed: it never met it."""
+    deadline = time.monotonic() + timeout_s
+    while stack.task_states(run_id).get(task, {}).get("running", 0):
+        assert time.monotonic() < deadline, f"{task} still running {timeout_s:.0f}s into the S3 outage"
+        time.sleep(0.3)
+
+
+def _failed_a_try(stack: FaultStack, run_id: str, task: str) -> None:
+    """The fault took effect: a try of ``task`` in ``run_id`` failed, so Airflow ran another
+    (a task that failed for good has used every retry)."""
+    tries = stack.tries(run_id, task)
+    assert tries and max(tries) >= 2, (f"no try of {task} failed in run {run_id}: the fault did not take effect",
+                                       tries, stack.task_states(run_id))
+
+
+def _took_effect(stack: FaultStack, run_id: str, task: str) -> None:
+    """The outage reached ``task`` in ``run_id``: a try of it failed, or it recorded a document's
+    failure (index does, for a page result it could not read), which fails the run."""
+    tries = stack.tries(run_id, task)
+    if tries and max(tries) >= 2:
+        return
+    with closing(stack.client()) as client:
+        state = client.progress(INGEST_DAG_ID, run_id).state
+    assert state == "failed", (f"no try of {task} failed and run {run_id} ended {state}: the fault did not take "
+                               "effect", tries, stack.task_states(run_id))
+
+
 def _expect_documents_as_clean(stack: FaultStack, prefix: str) -> None:
     for name, data in DOCS.items():
         stack.expect_same_as_clean(prefix + name, "clean/" + name, data)
@@ -131,6 +184,7 @@ def test_ocr_service_killed_mid_run_and_back_30s_later_loses_nothing(stack, clea
     stack.upload(prefix, DOCS)
     run_id = stack.trigger(prefix)
     stack.wait_for_task(run_id, "extract")
+    _until_ocr_is_reading(stack)  # killed between two requests, the client's own retries could hide it
     before = part_pid(stack.settings, "ocr")
     assert kill_part(stack.settings, "ocr")
     time.sleep(30)
@@ -138,6 +192,7 @@ def test_ocr_service_killed_mid_run_and_back_30s_later_loses_nothing(stack, clea
     assert part_pid(stack.settings, "ocr") not in (None, before)
     states = _until_indexed(stack, prefix, run_id)
     assert states[-1] == "success", states
+    _failed_a_try(stack, run_id, "extract")  # the dropped request failed an extract try
     _expect_documents_as_clean(stack, prefix)
 
 
@@ -145,13 +200,18 @@ def test_s3_server_stopped_during_extract_and_during_index_loses_nothing(stack, 
     prefix = "fault-s3/"
     stack.upload(prefix, DOCS)
     run_id = stack.trigger(prefix)
+    stopped = []  # (run, task) of each stop
     for task in ("extract", "index"):
         run_id = _while_running(stack, run_id, prefix, task)
         assert stop_s3(stack.settings)
+        stopped.append((run_id, task))
         time.sleep(10)
+        _until_no_try_is_running(stack, run_id, task)
         stack.up()
     states = _until_indexed(stack, prefix, run_id)
     assert states[-1] == "success", states
+    for stopped_run, task in stopped:
+        _took_effect(stack, stopped_run, task)
     _expect_documents_as_clean(stack, prefix)
 
 
