@@ -33,7 +33,6 @@ from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ocr_engine import cost
 from ocr_engine import errors as engine_errors
@@ -41,7 +40,7 @@ from ocr_engine.engine import BACKENDS, OcrEngine
 from ocr_engine.service import contract
 from ocr_engine.service import errors as E
 from ocr_engine.service.admission import KvAdmission
-from ocr_engine.service.http import BodyTooLarge, around_requests
+from ocr_engine.service.http import BodyTooLarge, answer_refusals_of_the_framework, around_requests
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.service.s3 import read_s3
 from ocr_engine.service.settings import ServiceSettings
@@ -144,16 +143,9 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
     def unauthorised(request: Request) -> JSONResponse:
         return error_response(request, 401, "unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"})
 
-    @app.exception_handler(BodyTooLarge)
-    async def _too_large(request: Request, exc: BodyTooLarge):
-        # a parse body over the cap holds a file over max_bytes: the file's own code
-        code = "file_too_large" if request.url.path == "/v1/parse" else exc.code
-        return error_response(request, 413, code, exc.message)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException):  # no such route, or method
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
-        return error_response(request, contract.refusal(code).status, code, str(exc.detail))
+    # a parse body over the cap holds a file over max_bytes: the file's own code
+    answer_refusals_of_the_framework(app, error_response, lambda request: "file_too_large"
+                                     if request.url.path == "/v1/parse" else BodyTooLarge.code)
 
     def done(request: Request, response, seconds: float, route: str) -> None:
         if route == "/metrics":

@@ -16,12 +16,14 @@ from typing import Awaitable, Callable
 
 from fastapi import FastAPI
 from fastapi.exceptions import HTTPException
+from starlette.exceptions import HTTPException as RoutingError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "unmatched"  # the one label every path that is no route shares
+ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 class BodyTooLarge(HTTPException):
@@ -113,3 +115,19 @@ def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, 
         response.headers["X-Request-ID"] = request.state.request_id
         done(request, response, time.perf_counter() - started, route_template(app, request.scope))
         return response
+
+
+def answer_refusals_of_the_framework(app: FastAPI, error_response: Callable[..., Response],
+                                     body_code: Callable[[Request], str] = lambda request: BodyTooLarge.code) -> None:
+    """A body over the cap, no such route, a method the route does not take: in the service's
+    own error shape (``error_response(request, status, code, message)``), not Starlette's
+    ``{"detail": ...}``. ``body_code`` names a too-large body on a route that says better."""
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, exc: BodyTooLarge):
+        return error_response(request, 413, body_code(request), exc.message)
+
+    @app.exception_handler(RoutingError)
+    async def _routing(request: Request, exc: RoutingError):
+        code = ROUTING_CODES.get(exc.status_code, "bad_request")
+        return error_response(request, exc.status_code, code, str(exc.detail))

@@ -19,7 +19,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kb.retrieval import Retriever, SearchFilter, mark_terms
 from kb.search import errors as E
@@ -28,7 +27,7 @@ from kb.search.pages import PageNotFound, PageSourceTooLarge, render_png
 from kb.search.stores import open_reader
 from kb.search.ui import PAGE
 from kb.settings import PipelineSettings, S3Settings, SearchSettings
-from ocr_engine.service.http import BodyTooLarge, around_requests
+from ocr_engine.service.http import answer_refusals_of_the_framework, around_requests
 
 log = logging.getLogger("kb.search")
 OPEN_ROUTES = ("/", "/health", "/ready", "/metrics")
@@ -146,14 +145,7 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
     def unauthorised(request: Request) -> JSONResponse:
         return error_response(request, 401, "unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"})
 
-    @app.exception_handler(BodyTooLarge)
-    async def _too_large(request: Request, exc: BodyTooLarge):
-        return error_response(request, 413, exc.code, exc.message)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException):  # no such route, or method
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "bad_request")
-        return error_response(request, exc.status_code, code, str(exc.detail))
+    answer_refusals_of_the_framework(app, error_response)
 
     def done(request: Request, response, seconds: float, route: str) -> None:
         if route == "/metrics":
