@@ -134,10 +134,11 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
                           f"{summary.get('pages')} of {total_pages} pages indexed; see its task logs")
 
     # Leave the knowledge base as it was: the bench's documents leave the inbox, and a
-    # run over their prefix retires their points (not timed).
+    # run over their prefix retires their points (not timed). Forced: the retire guard
+    # holds a run that would retire every document under its prefix, as this one does.
     for key in uploaded:
         store.remove(settings.inbox_bucket, key)
-    cleanup = run_ingest(stack_settings, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None)
+    cleanup = run_ingest(stack_settings, {"prefix": prefix, "force": True}, timeout_s, echo=lambda _l: None)
     with VectorStore.open(settings) as vs:
         vs.client.delete_collection(direct_collection)
 

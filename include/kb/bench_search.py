@@ -108,7 +108,8 @@ def bench_search(queries: int = 200, concurrency: int = 4, timeout_s: float = 18
     out["while_indexing"]["index_run"] = outcome
     for f in files:
         store.remove(settings.inbox_bucket, prefix + f.name)
-    run_ingest(stack, {"prefix": prefix, "force": False}, timeout_s, echo=lambda _l: None)  # retires them
+    # retires them; forced, as the retire guard holds a run that retires all under its prefix
+    run_ingest(stack, {"prefix": prefix, "force": True}, timeout_s, echo=lambda _l: None)
 
     echo("3/5 `kb search` as a fresh process ...")
     walls = []
