@@ -147,23 +147,13 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
     answer_refusals_of_the_framework(app, error_response, lambda request: "file_too_large"
                                      if request.url.path == "/v1/parse" else BodyTooLarge.code)
 
-    def done(request: Request, response, seconds: float, route: str) -> None:
-        if route == "/metrics":
-            return
-        if response.status_code == 401:  # keyless callers are counted, never given series of their own
-            metrics.unauthorized.inc()
-        else:
-            metrics.requests.labels(route, str(response.status_code)).inc()
-            metrics.latency.labels(route).observe(seconds)
-        _log("request", request_id=request.state.request_id, method=request.method, route=route,
-             status=response.status_code, ms=round(seconds * 1000, 1))
-
     def max_body_bytes(scope) -> int:
         # an upload of the largest file the service reads, and its form fields; nothing else has a body
         return settings.max_file_bytes + FORM_OVERHEAD_BYTES if scope["path"] == "/v1/parse" else SMALL_BODY_BYTES
 
     around_requests(app, keys=keys, open_routes=OPEN_ROUTES, auth_open_routes=settings.auth_health,
-                    unauthorised=unauthorised, done=done, max_body_bytes=max_body_bytes)
+                    unauthorised=unauthorised, max_body_bytes=max_body_bytes, requests=metrics.requests,
+                    unauthorized=metrics.unauthorized, latency=metrics.latency, log_event=_log)
 
     # --- routes -----------------------------------------------------------------------
 

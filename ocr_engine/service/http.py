@@ -2,9 +2,9 @@
 
 A request id (the caller's ``X-Request-ID`` or a new one, echoed in the response), a cap on
 the request body applied before it is read, the API key check (``Authorization: Bearer <key>``
-or ``X-API-Key``, compared in constant time with every key), and a callback with the outcome
-and the route *template* for the service's own metrics and logs: labelling by the raw path
-let anyone add a time series per random URL, with or without a key.
+or ``X-API-Key``, compared in constant time with every key), and the request's count, time and
+log line under its route *template*: labelling by the raw path let anyone add a time series
+per random URL, with or without a key.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import hmac
 import time
 import uuid
-from typing import Awaitable, Callable
+from typing import Callable
 
 from fastapi import FastAPI
+from prometheus_client import Counter, Histogram
 from fastapi.exceptions import HTTPException
 from starlette.exceptions import HTTPException as RoutingError
 from starlette.requests import Request
@@ -92,12 +93,26 @@ def authorised(request: Request, keys: list[bytes]) -> bool:
 
 
 def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, ...], auth_open_routes: bool,
-                    unauthorised: Callable[[Request], Response],
-                    done: Callable[[Request, Response, float, str], Awaitable[None] | None],
-                    max_body_bytes: Callable[[Scope], int]) -> None:
-    """Install the middleware. ``unauthorised`` builds the 401; ``done`` sees every answer with
-    its route template; ``max_body_bytes`` caps each request's body (the service answers
-    ``BodyTooLarge`` with its 413)."""
+                    unauthorised: Callable[[Request], Response], max_body_bytes: Callable[[Scope], int],
+                    requests: Counter, unauthorized: Counter, latency: Histogram | None = None,
+                    log_event: Callable[..., None]) -> None:
+    """Install the middleware. ``unauthorised`` builds the 401; ``max_body_bytes`` caps each
+    request's body (the service answers ``BodyTooLarge`` with its 413). Every answer but
+    /metrics' is counted in ``requests`` (route template, status) and ``latency``, or, when
+    it is a 401, only in the unlabelled ``unauthorized``, and logged as a ``request`` event."""
+
+    def done(request: Request, response: Response, seconds: float) -> None:
+        route = route_template(app, request.scope)
+        if route == "/metrics":
+            return
+        if response.status_code == 401:  # keyless callers are counted, never given series of their own
+            unauthorized.inc()
+        else:
+            requests.labels(route, str(response.status_code)).inc()
+            if latency is not None:
+                latency.labels(route).observe(seconds)
+        log_event("request", request_id=request.state.request_id, method=request.method, route=route,
+                  status=response.status_code, ms=round(seconds * 1000, 1))
 
     # Inside ``around``: Starlette's BaseHTTPMiddleware reads the body in a task group, which
     # would wrap BodyTooLarge in an ExceptionGroup (and FastAPI would answer 400).
@@ -113,7 +128,7 @@ def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, 
         else:
             response = await call_next(request)
         response.headers["X-Request-ID"] = request.state.request_id
-        done(request, response, time.perf_counter() - started, route_template(app, request.scope))
+        done(request, response, time.perf_counter() - started)
         return response
 
 

@@ -147,18 +147,9 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
 
     answer_refusals_of_the_framework(app, error_response)
 
-    def done(request: Request, response, seconds: float, route: str) -> None:
-        if route == "/metrics":
-            return
-        if response.status_code == 401:  # keyless callers are counted, never given series of their own
-            metrics.unauthorized.inc()
-        else:
-            metrics.requests.labels(route, str(response.status_code)).inc()
-        _log("request", request_id=request.state.request_id, method=request.method, route=route,
-             status=response.status_code, ms=round(seconds * 1000, 1))
-
     around_requests(app, keys=keys, open_routes=OPEN_ROUTES, auth_open_routes=settings.auth_health,
-                    unauthorised=unauthorised, done=done, max_body_bytes=lambda scope: settings.max_body_bytes)
+                    unauthorised=unauthorised, max_body_bytes=lambda scope: settings.max_body_bytes,
+                    requests=metrics.requests, unauthorized=metrics.unauthorized, log_event=_log)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
