@@ -215,3 +215,20 @@ def test_a_line_alone_on_every_page_is_the_text_not_a_running_line():
     assert not reading.running
     assert [p.pages for p in reading.pieces] == [[n] for n in range(1, 7)]
     assert "folio 3." in reading.pieces[2].text
+
+
+def test_a_skewed_scans_page_number_above_its_title_is_one_running_line_with_it():
+    # The boxes PP-OCR gave maint-guide.zh-cn's scan (pages 8, 11, 16 of 6-17): where the
+    # page number sits at the skewed line's high end it starts 7-10 points above the title.
+    tops = {6: [(31, 47, "Debian新维护者手册"), (39, 50, "{n}/57")], 7: [(31, 42, "{n}/57"), (38, 56, "Debian新维护者手册")],
+            8: [(34, 47, "Debian新维护者手册"), (40, 53, "{n}/57")], 9: [(29, 43, "{n}/57"), (39, 55, "Debian新维护者手册")],
+            10: [(35, 50, "Debian新维护者手册"), (35, 47, "{n}/57")]}
+    pages = []
+    for n, top in tops.items():
+        blocks = [{"type": "text", "bbox": [400 if "/" in t else 60, y0, 540 if "/" in t else 200, y1],
+                   "text": t.format(n=n - 5)} for y0, y1, t in top]
+        blocks.append({"type": "text", "bbox": [60, 90, 540, 300], "text": f"第{n}页的正文，讲软件包的维护方法。"})
+        pages.append({"page": n, "width": 595.0, "height": 842.0, "blocks": blocks, "markdown": ""})
+    reading = read_document(pages)
+    assert not [p.text for p in reading.pieces if "手册" in p.text or "/57" in p.text]
+    assert len(reading.running) == 10
