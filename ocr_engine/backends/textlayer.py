@@ -107,6 +107,30 @@ def _displayed(block: Block, m: pymupdf.Matrix) -> Block:
     return block
 
 
+def _line_size(line) -> float:
+    return max((span["size"] for span in line["spans"] if span["text"].strip()), default=0.0)
+
+
+def _set_apart(lines, page_height: float):
+    """A MuPDF block's lines, as (bbox, lines) groups: at the top or foot of the page, a line
+    in a smaller type set beside the previous one, a wide gap away, starts a group of its own.
+    (A full slide's footer, "Debian Packaging Tutorial 47 / 89", shared a block with the last
+    bullet, and so a chunk. Elsewhere such lines are a formula's or a table's: left alone.)"""
+    groups: list[list] = []
+    for line in lines:
+        if groups:
+            prev = groups[-1][-1]
+            (px0, py0, px1, py1), (x0, y0, x1, y1) = prev["bbox"], line["bbox"]
+            middle = (y0 + y1) / 2 / page_height
+            beside = min(py1, y1) - max(py0, y0) > 0 and x0 - px1 > 2 * (py1 - py0)
+            if not (beside and _line_size(line) < 0.8 * _line_size(prev) and not 0.1 < middle < 0.9):
+                groups[-1].append(line)
+                continue
+        groups.append([line])
+    return [((min(ln["bbox"][0] for ln in g), min(ln["bbox"][1] for ln in g),
+              max(ln["bbox"][2] for ln in g), max(ln["bbox"][3] for ln in g)), g) for g in groups]
+
+
 def extract_page(page: pymupdf.Page) -> PageResult:
     started = time.perf_counter()
     data = page.get_text("dict", sort=True, flags=pymupdf.TEXTFLAGS_TEXT)
@@ -116,17 +140,17 @@ def extract_page(page: pymupdf.Page) -> PageResult:
     for b in data["blocks"]:
         if b.get("type") != 0 or any(_inside(b["bbox"], t) for t in tables):
             continue  # a table's words are in its cells
-        lines, block_size = [], 0.0
-        for line in b["lines"]:
-            text = "".join(span["text"] for span in line["spans"])
-            for span in line["spans"]:
-                if span["text"].strip():
-                    sizes.extend([span["size"]] * len(span["text"].strip()))
-                    block_size = max(block_size, span["size"])
-            lines.append(text)
-        text = _join_lines(lines)
-        if text:
-            raw.append((tuple(round(v, 2) for v in b["bbox"]), text, block_size))
+        for bbox, lines in _set_apart(b["lines"], page.rect.height):
+            texts, block_size = [], 0.0
+            for line in lines:
+                texts.append("".join(span["text"] for span in line["spans"]))
+                for span in line["spans"]:
+                    if span["text"].strip():
+                        sizes.extend([span["size"]] * len(span["text"].strip()))
+                        block_size = max(block_size, span["size"])
+            text = _join_lines(texts)
+            if text:
+                raw.append((tuple(round(v, 2) for v in bbox), text, block_size))
     body = statistics.median(sizes) if sizes else 0.0
     raw = _merge_paragraph_lines(_columns_first(raw, page.rect.width), body)
     blocks: list[Block] = []

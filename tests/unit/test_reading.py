@@ -232,3 +232,24 @@ def test_a_skewed_scans_page_number_above_its_title_is_one_running_line_with_it(
     reading = read_document(pages)
     assert not [p.text for p in reading.pieces if "手册" in p.text or "/57" in p.text]
     assert len(reading.running) == 10
+
+
+def test_a_slides_footer_that_mupdf_puts_in_the_last_bullets_block_is_still_set_aside():
+    # packaging-tutorial.pdf p.47: a full slide's last bullet and its small footer ("Debian
+    # Packaging Tutorial 47 / 89") came out of MuPDF as one block, and into a chunk.
+    doc = pymupdf.open()
+    topics = ["orphaned packages", "bug triage", "library transitions", "porting work"]
+    people = ["the QA team", "the release team", "a sponsor", "the porters"]
+    for n, (topic, who) in enumerate(zip(topics, people), 1):
+        page = doc.new_page(width=362.8, height=272.1)
+        page.insert_text((16, 30), f"Helping with {topic}", fontsize=12)
+        page.insert_text((16, 256), f"When in doubt about {topic}, ask {who}", fontsize=9)
+        page.insert_text((28, 268), f"or write to them about {topic} on IRC", fontsize=9)
+        page.insert_text((277, 269.5), "Debian Packaging Tutorial", fontsize=4)
+        page.insert_text((345, 269.5), f"{n} / 4", fontsize=4)
+    pages = textlayer_pages(doc.tobytes())
+    doc.close()
+    assert all(any(b["text"].startswith("Debian Packaging Tutorial") for b in p["blocks"]) for p in pages)
+    reading = read_document(pages)
+    assert not [p.text for p in reading.pieces if "Packaging Tutorial" in p.text]
+    assert len(reading.running) == 4 and all("on IRC" in p.text for p in reading.pieces[1::2])
