@@ -159,11 +159,14 @@ class ObjectStore:
             try:
                 if max_bytes is None:
                     data = resp.read()
-                else:  # never more than the cap in memory, whatever the object's length
+                else:  # never more than the cap in memory, whatever length the object declares
                     declared = resp.headers.get("content-length")
-                    data = b"" if declared and int(declared) > max_bytes else resp.read(max_bytes + 1)
-                    if (declared and int(declared) > max_bytes) or len(data) > max_bytes:
-                        raise ObjectTooLarge(f"s3://{bucket}/{key} is over the {max_bytes:,} byte limit")
+                    too_large = ObjectTooLarge(f"s3://{bucket}/{key} is over the {max_bytes:,} byte limit")
+                    if declared and int(declared) > max_bytes:
+                        raise too_large
+                    data = resp.read(max_bytes + 1)
+                    if len(data) > max_bytes:
+                        raise too_large
                 return data, resp.headers.get(f"x-amz-meta-{CHECKSUM_META}")
             finally:
                 resp.close()
