@@ -140,3 +140,17 @@ def embedder():
     from kb.embedding import Embedder
 
     return Embedder()
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory):
+    """The one live local stack of ``tests/live.py`` (security and observability suites)."""
+    from tests.live import live_stack
+
+    yield from live_stack(tmp_path_factory)
+
+
+def pytest_collection_modifyitems(items):
+    """Tests on the shared live stack run together, last: the stack starts for the first of
+    them and stops at the end of the session, so no other test runs beside an idle Airflow."""
+    items.sort(key=lambda item: "live" in getattr(item, "fixturenames", ()))
