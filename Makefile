@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test chromium distributed-packages down status bench clean
+.PHONY: install demo test chromium distributed-packages prometheus-packages down status bench clean
 
 $(BIN)/kb: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ demo: install
 
 # Every service the tests use is started by the tests themselves (on free loopback ports)
 # and stopped when they end.
-test: install chromium distributed-packages
+test: install chromium distributed-packages prometheus-packages
 	$(BIN)/python -m pytest
 
 # The search page's browser test drives Debian's Chromium (Playwright cannot download one here).
@@ -36,6 +36,13 @@ distributed-packages:
 	@{ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && command -v redis-server >/dev/null; } || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null; } || \
 		{ echo "make test needs Debian's postgresql and redis-server packages (apt-get install, as root)" >&2; exit 1; }
+
+# The alert rules' unit tests run Debian's promtool (package prometheus); Alertmanager's
+# amtool (package prometheus-alertmanager) checks include/config/alertmanager.yml.
+prometheus-packages:
+	@{ command -v promtool >/dev/null && command -v prometheus-alertmanager >/dev/null; } || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager >/dev/null; } || \
+		{ echo "make test needs Debian's prometheus and prometheus-alertmanager packages (apt-get install, as root)" >&2; exit 1; }
 
 down:
 	$(BIN)/kb down

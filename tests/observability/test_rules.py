@@ -1,0 +1,130 @@
+"""Prometheus's alert and recording rules (include/config/prometheus/rules) and their unit
+tests (include/config/prometheus/tests), run through Debian's promtool (`make test` installs
+the `prometheus` package), plus the coverage promtool does not check itself: every alert has
+a test that fires it and one where it stays silent, and every rule file is tested."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PROMETHEUS = REPO / "include" / "config" / "prometheus"
+RULE_FILES = sorted((PROMETHEUS / "rules").glob("*.yml"))
+TEST_FILES = sorted((PROMETHEUS / "tests").glob("*.yml"))
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    assert found, "promtool is not on PATH: install Debian's prometheus package (make prometheus-packages)"
+    return found
+
+
+def run_promtool(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([promtool(), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def alert_names(rule_file: Path) -> set[str]:
+    groups = yaml.safe_load(rule_file.read_text())["groups"]
+    return {rule["alert"] for group in groups for rule in group["rules"] if "alert" in rule}
+
+
+def record_names(rule_file: Path) -> set[str]:
+    groups = yaml.safe_load(rule_file.read_text())["groups"]
+    return {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
+
+
+def alert_cases(test_file: Path) -> list[tuple[str, bool]]:
+    """(alert name, fires) for every alert_rule_test case of a promtool test file."""
+    cases = []
+    for test in yaml.safe_load(test_file.read_text())["tests"]:
+        for case in test.get("alert_rule_test") or []:
+            cases.append((case["alertname"], bool(case.get("exp_alerts"))))
+    return cases
+
+
+def tested_rule_files() -> set[Path]:
+    files = set()
+    for test_file in TEST_FILES:
+        for name in yaml.safe_load(test_file.read_text())["rule_files"]:
+            files.add((test_file.parent / name).resolve())
+    return files
+
+
+def test_the_rule_and_test_folders_are_not_empty():
+    assert RULE_FILES and TEST_FILES
+
+
+@pytest.mark.parametrize("rule_file", RULE_FILES, ids=lambda p: p.name)
+def test_promtool_accepts_every_rule_file(rule_file):
+    result = run_promtool("check", "rules", rule_file, cwd=rule_file.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+@pytest.mark.parametrize("test_file", TEST_FILES, ids=lambda p: p.name)
+def test_every_promtool_unit_test_passes(test_file):
+    result = run_promtool("test", "rules", test_file.name, cwd=test_file.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout and "FAILED" not in result.stdout
+
+
+def test_every_rule_file_is_loaded_by_some_test_file():
+    untested = {p.name for p in RULE_FILES if p.resolve() not in tested_rule_files()}
+    assert not untested, f"rule files no promtool test loads: {sorted(untested)}"
+
+
+def test_every_alert_has_a_case_that_fires_it_and_one_that_does_not():
+    alerts = set().union(*(alert_names(p) for p in RULE_FILES))
+    assert alerts
+    cases = [case for test_file in TEST_FILES for case in alert_cases(test_file)]
+    firing = {name for name, fires in cases if fires}
+    silent = {name for name, fires in cases if not fires}
+    assert alerts - firing == set(), f"alerts no test fires: {sorted(alerts - firing)}"
+    assert alerts - silent == set(), f"alerts no test shows silent: {sorted(alerts - silent)}"
+    assert (firing | silent) - alerts == set(), f"tests of alerts that do not exist: {sorted((firing | silent) - alerts)}"
+
+
+def test_every_recording_rule_has_its_value_tested():
+    records = set().union(*(record_names(p) for p in RULE_FILES))
+    tested = {case["expr"] for test_file in TEST_FILES for test in yaml.safe_load(test_file.read_text())["tests"]
+              for case in test.get("promql_expr_test") or []}
+    assert records - tested == set(), f"recording rules whose value no test checks: {sorted(records - tested)}"
+
+
+def test_every_alert_goes_to_ops_with_a_severity_a_summary_and_a_description():
+    for rule_file in RULE_FILES:
+        for group in yaml.safe_load(rule_file.read_text())["groups"]:
+            for rule in group["rules"]:
+                if "alert" not in rule:
+                    continue
+                assert rule["labels"]["team"] == "ops", rule["alert"]
+                assert rule["labels"]["severity"] in {"critical", "warning"}, rule["alert"]
+                assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+
+
+def test_each_rule_file_lists_its_recording_rules_in_its_header():
+    """The dashboards read the header; a recording rule missing from it is one they miss."""
+    for rule_file in RULE_FILES:
+        header = rule_file.read_text().split("\ngroups:", 1)[0]
+        for name in record_names(rule_file):
+            assert f"#   {name} " in header, (rule_file.name, name)
+
+
+def test_promtool_fails_a_test_whose_alert_does_not_fire_as_expected(tmp_path):
+    """The unit tests can fail: a copy of a test file that expects silence where the alert
+    fires is refused."""
+    source = PROMETHEUS / "tests" / "availability_test.yml"
+    document = yaml.safe_load(source.read_text())
+    document["rule_files"] = [str(PROMETHEUS / "rules" / "availability.yml")]
+    for test in document["tests"]:
+        for case in test.get("alert_rule_test") or []:
+            case["exp_alerts"] = []
+    broken = tmp_path / "broken_test.yml"
+    broken.write_text(yaml.safe_dump(document))
+    result = run_promtool("test", "rules", broken.name, cwd=tmp_path)
+    assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
