@@ -1,0 +1,1 @@
+"""Observability: the pipeline exporter, dashboards as code, and their renderers."""
