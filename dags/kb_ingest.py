@@ -27,6 +27,13 @@ New and changed documents in the `inbox` bucket become searchable chunks in Qdra
 Runs on the cron `KB_SCHEDULE` and, with `KB_WATCH_INBOX=true`, also within seconds of a change
 in the inbox (the asset `s3://<inbox>`, whose watcher lists the bucket from the triggerer).
 
+**Promise:** a document is searchable within `KB_SEARCHABLE_WITHIN_S` (default 3600 s) of landing.
+It is an Airflow deadline alert, counted from when the run was queued: with the inbox watcher a
+run is queued within seconds of a landing, and with the cron alone the promise counts from the
+run that picks the document up (a landing waits up to one cron interval before that). A run not
+finished by then alerts once on the channels above and leaves `alerts/deadline-missed/<run>.json`
+in the artifacts bucket; Airflow lists its deadlines with the run.
+
 Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
 (a backfill; page results are reused) and to retire past the retire guard, and `quality`
 to override data-quality thresholds for this run.
@@ -109,12 +116,23 @@ def _on_success():
     return [record_task_usage]
 
 
+def _deadline():
+    """The searchable-within promise (``KB_SEARCHABLE_WITHIN_S``) as a deadline alert counted from
+    DAGRUN_QUEUED_AT: the watcher queues a run within seconds of a landing, and the cron's logical
+    date is the start of its interval, which would charge a run for time before the document
+    existed. The callback (kb_airflow.deadline) is named by import path and runs on the executor."""
+    from kb_airflow.deadline import searchable_deadline
+
+    return searchable_deadline()
+
+
 @dag(
     dag_id="kb_ingest",
     schedule=SCHEDULE,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,  # one run at a time owns the ledger
+    deadline=_deadline(),  # searchable within KB_SEARCHABLE_WITHIN_S of being queued, or alert
     # on_failure_callback runs once a task has failed for good, not on each retry
     default_args={"retries": 1, "retry_delay": timedelta(seconds=RETRY_DELAY_S), "on_failure_callback": _on_failure(),
                   # records each task process's peak memory (runs/<run>/tasks/) for the run summary

@@ -124,6 +124,17 @@ class AirflowClient:
         data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
         return data.get("value")
 
+    # Deadlines are served by the API server's UI routes (/ui/...), the only ones Airflow 3.3 has
+    # for them: the same token, but a private API that may change between Airflow versions.
+    def deadline_alerts(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's deadline alerts: name, reference_type, interval (seconds)."""
+        return self._request("GET", f"/ui/dags/{dag_id}/deadlineAlerts")["deadline_alerts"]
+
+    def deadlines(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        """A run's deadlines: deadline_time and missed. A run that succeeded before its deadline
+        has none left (Airflow deletes it)."""
+        return self._request("GET", f"/ui/dags/{dag_id}/dagRuns/{run_id}/deadlines")["deadlines"]
+
     def follow(
         self, dag_id: str, run_id: str, *, timeout_s: float, poll_s: float = 2.0, echo: Callable[[str], None] = print
     ) -> RunProgress:

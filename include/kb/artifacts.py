@@ -9,6 +9,7 @@
     failed-pages/<doc_id>/<version>.json                  pages a version was indexed without
     alerts/<doc_id>/<version>/<event>/<channel>.json      an alert went out (exactly once)
     alerts/retire-held/<fingerprint>/<channel>.json       the retire guard's alert for one set of documents
+    alerts/deadline-missed/<run_id>.json                  a run missed the searchable-within promise
     runs/<run_id>/summary.json                            a run's summary
     runs/<run_id>/tasks/<task_id>.<map_index>.json        a task process's peak memory
 
@@ -29,6 +30,7 @@ class AlertEvent(StrEnum):
     QUARANTINED = "quarantined"
     PAGES_FAILED = "pages-failed"
     RETIRE_HELD = "retire-held"
+    DEADLINE_MISSED = "deadline-missed"
 
 
 def safe(name: str) -> str:
@@ -41,6 +43,8 @@ class ArtifactKeys:
     PAGES = "pages/"
     QUARANTINE = "quarantine/"
     ALERTS = "alerts/"
+    RUNS = "runs/"
+    SUMMARY = "summary.json"
 
     @classmethod
     def ledger(cls, doc_id: str) -> str:
@@ -111,12 +115,17 @@ class ArtifactKeys:
         return f"{cls.ALERTS}{AlertEvent.RETIRE_HELD}/{fingerprint}/{channel}.json"
 
     @classmethod
+    def deadline_alert(cls, run_id: str) -> str:
+        """The record of a run that missed the searchable-within promise (Airflow's deadline alert)."""
+        return f"{cls.ALERTS}{AlertEvent.DEADLINE_MISSED}/{safe(run_id)}.json"
+
+    @classmethod
     def run_summary(cls, run_id: str) -> str:
-        return f"runs/{safe(run_id)}/summary.json"
+        return f"{cls.RUNS}{safe(run_id)}/{cls.SUMMARY}"
 
     @classmethod
     def task_usage_prefix(cls, run_id: str) -> str:
-        return f"runs/{safe(run_id)}/tasks/"
+        return f"{cls.RUNS}{safe(run_id)}/tasks/"
 
     @classmethod
     def task_usage(cls, run_id: str, task_id: str, map_index: int | None) -> str:

@@ -69,6 +69,10 @@ class PipelineSettings(BaseSettings):
     artifact_retention_days: float = Field(30, ge=0)
     # the most object versions one run's sweep removes; the rest wait for the next run
     retention_sweep_objects: int = Field(5000, ge=1)
+    # The promise to the users: a document is searchable within this many seconds of landing.
+    # kb_ingest states it as an Airflow deadline alert (counted from when its run was queued);
+    # a run past it alerts once on the configured channels and leaves a record under alerts/.
+    searchable_within_s: float = Field(3600, gt=0)
 
     chunk_max_tokens: int = Field(200, ge=16)
     chunk_overlap_sentences: int = Field(1, ge=0)

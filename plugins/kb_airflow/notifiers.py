@@ -89,21 +89,15 @@ def send_document_alerts(ctx, results, context, run_id: str) -> dict[str, int]:
     ``DocumentResult``s. A channel that fails is retried by the task; channels already
     sent are not repeated.
     """
-    from kb.pipeline.alerts import mark_alerted, pending_alerts
+    from kb.pipeline.alerts import deliver, mark_alerted, pending_alerts
 
     channels = configured_channels()
     sent, errors = 0, []
     for item in pending_alerts(ctx, results, channels):
-        alert = item.alert
-        for channel, marker in item.markers.items():
-            try:
-                send(channel, alert.subject, alert.html(), alert.slack(), context)
-            except Exception as exc:  # noqa: BLE001 - the other channels still go out
-                log.error("alert for %s on %s failed: %s", alert.key, channel, exc)
-                errors.append(f"{alert.key} on {channel}: {exc}")
-                continue
-            mark_alerted(ctx, marker, run_id)
-            sent += 1
+        done = deliver(item.alert, item.markers, lambda *message: send(*message, context),
+                       lambda channel, markers=item.markers: mark_alerted(ctx, markers[channel], run_id))
+        sent += len(done.sent)
+        errors += [f"{item.alert.key} on {channel}: {exc}" for channel, exc in done.failed.items()]
     if errors:
         raise RuntimeError(f"{len(errors)} alert(s) not sent; the retry sends only those: {errors[:3]}")
     return {"sent": sent, "channels": len(channels)}
