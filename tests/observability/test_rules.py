@@ -5,6 +5,7 @@ a test that fires it and one where it stays silent, and every rule file is teste
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -128,3 +129,26 @@ def test_promtool_fails_a_test_whose_alert_does_not_fire_as_expected(tmp_path):
     broken.write_text(yaml.safe_dump(document))
     result = run_promtool("test", "rules", broken.name, cwd=tmp_path)
     assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
+
+
+def mapped_airflow_series() -> set[str]:
+    """The series names include/config/statsd-mapping.yml produces (a summary's _sum and _count too)."""
+    mappings = yaml.safe_load((REPO / "include" / "config" / "statsd-mapping.yml").read_text())["mappings"]
+    names = set()
+    for mapping in mappings:
+        if mapping.get("action") == "drop":
+            continue
+        names.add(mapping["name"])
+        if mapping.get("timer_type") == "summary":
+            names |= {mapping["name"] + "_sum", mapping["name"] + "_count"}
+    return names
+
+
+def test_every_airflow_series_the_rules_use_comes_from_the_statsd_mapping():
+    used = set()
+    for rule_file in RULE_FILES:
+        for group in yaml.safe_load(rule_file.read_text())["groups"]:
+            for rule in group["rules"]:
+                used |= set(re.findall(r"\b(airflow_[a-z_]+)\b", rule["expr"]))
+    assert used, "the rules use no Airflow series"
+    assert used - mapped_airflow_series() == set(), sorted(used - mapped_airflow_series())
