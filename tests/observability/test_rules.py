@@ -152,3 +152,77 @@ def test_every_airflow_series_the_rules_use_comes_from_the_statsd_mapping():
                 used |= set(re.findall(r"\b(airflow_[a-z_]+)\b", rule["expr"]))
     assert used, "the rules use no Airflow series"
     assert used - mapped_airflow_series() == set(), sorted(used - mapped_airflow_series())
+
+
+# --- Alertmanager -------------------------------------------------------------------------------
+
+ALERTMANAGER = REPO / "include" / "config" / "alertmanager.yml"
+RENDER = REPO / "include" / "config" / "alertmanager-render.sh"
+ALERT_VARIABLES = ("SMTP_HOST", "SMTP_PORT", "SMTP_USER", "SMTP_PASSWORD", "ALERT_FROM", "ALERT_EMAIL_TO",
+                   "ALERT_WEBHOOK_BASE", "ALERT_WEBHOOK_PATH")
+
+
+def example_alert_env() -> dict[str, str]:
+    """The alert settings of .env.example, as compose would pass them."""
+    values = {}
+    for line in (REPO / ".env.example").read_text().splitlines():
+        m = re.fullmatch(r"([A-Z_]+)=(.*)", line)
+        if m and m.group(1) in ALERT_VARIABLES:
+            values[m.group(1)] = m.group(2).strip("'")
+    assert set(values) == set(ALERT_VARIABLES)
+    return values
+
+
+def amtool() -> str:
+    found = shutil.which("amtool")
+    assert found, "amtool is not on PATH: install Debian's prometheus-alertmanager package (make prometheus-packages)"
+    return found
+
+
+@pytest.fixture
+def rendered(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", **example_alert_env(), "ALERT_EMAIL_TO": '["ops@example.org", "oncall@example.org"]'}
+    config, secrets = tmp_path / "alertmanager.yml", tmp_path / "secrets"
+    subprocess.run(["sh", str(RENDER), str(ALERTMANAGER), str(config), str(secrets)], env=env, check=True,
+                   timeout=30)
+    return config, secrets, env
+
+
+def test_the_rendered_alertmanager_config_passes_amtool(rendered):
+    config, _, _ = rendered
+    result = subprocess.run([amtool(), "check-config", str(config)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+
+
+def test_the_config_holds_no_secret_and_the_secret_files_are_private(rendered):
+    config, secrets, env = rendered
+    text = config.read_text()
+    assert env["SMTP_PASSWORD"] not in text and env["ALERT_WEBHOOK_PATH"] not in text
+    assert (secrets / "smtp_password").read_text() == env["SMTP_PASSWORD"]
+    assert (secrets / "webhook_url").read_text() == f"{env['ALERT_WEBHOOK_BASE']}/{env['ALERT_WEBHOOK_PATH']}"
+    for secret in secrets.iterdir():
+        assert secret.stat().st_mode & 0o077 == 0, secret
+    document = yaml.safe_load(text)
+    assert document["global"]["smtp_smarthost"] == f"{env['SMTP_HOST']}:{env['SMTP_PORT']}"
+    assert document["receivers"][0]["email_configs"][0]["to"] == "ops@example.org,oncall@example.org"
+
+
+def test_rendering_refuses_a_missing_setting(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", **example_alert_env()}
+    del env["SMTP_PASSWORD"]
+    result = subprocess.run(["sh", str(RENDER), str(ALERTMANAGER), str(tmp_path / "a.yml"), str(tmp_path / "s")],
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0 and "SMTP_PASSWORD" in result.stderr
+
+
+def test_every_alert_routes_to_ops_mail_and_webhook(rendered):
+    config, _, _ = rendered
+    document = yaml.safe_load(config.read_text())
+    receiver = {r["name"]: r for r in document["receivers"]}
+    for rule_file in RULE_FILES:
+        for name in alert_names(rule_file):
+            result = subprocess.run([amtool(), "config", "routes", "test", f"--config.file={config}", "team=ops",
+                                     f"alertname={name}"], capture_output=True, text=True, timeout=60)
+            assert result.returncode == 0, result.stdout + result.stderr
+            target = result.stdout.strip()
+            assert receiver[target].get("email_configs") and receiver[target].get("slack_configs"), (name, target)
