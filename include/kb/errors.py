@@ -174,3 +174,24 @@ class StackNotRunning(StackError):
 
 class AirflowApiError(KbError):
     code = "airflow_api_error"
+
+
+class AirflowNotFound(AirflowApiError):
+    """The API answered 404: no such DAG, run, task or human-in-the-loop request."""
+
+    code = "airflow_not_found"
+
+
+class AirflowConflict(AirflowApiError):
+    """The API answered 409: e.g. a human-in-the-loop request that was answered already."""
+
+    code = "airflow_conflict"
+
+
+# --- the review queue ---------------------------------------------------------------
+
+
+class NotUnderReview(KbError):
+    """A review decision about a document whose current version is not quarantined."""
+
+    code = "not_under_review"

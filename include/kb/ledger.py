@@ -20,9 +20,23 @@ DOC_NAMESPACE = uuid.UUID("0b7c4d1e-2f3a-5b6c-8d9e-0a1b2c3d4e5f")
 
 class Status(StrEnum):
     INDEXED = "indexed"
-    QUARANTINED = "quarantined"  # the version's own defect: only a new version reopens it
+    QUARANTINED = "quarantined"  # the version's own defect: only a new version, or a review decision, reopens it
     FAILED = "failed"  # a failure that may pass: tried again, after a backoff, until max_attempts
     DELETED = "deleted"
+
+
+class Decision(StrEnum):
+    """What a reviewer decided about a quarantined version (``kb_review``)."""
+
+    ACCEPT = "accept"  # index the pages that passed: the pages gate is not applied to this version
+    REEXTRACT_OCR = "reextract-ocr"  # read every page with the OCR backend, no text layer
+    REEXTRACT_LIMITS = "reextract-limits"  # read again, failed pages too, with other quality thresholds
+    DROP = "drop"  # leave it out of the index; it leaves the review queue
+
+    @property
+    def reopens(self) -> bool:
+        """Whether the decision makes the quarantined version due again."""
+        return self is not Decision.DROP
 
 
 def doc_id_for(bucket: str, key: str) -> str:
@@ -71,9 +85,26 @@ class LedgerEntry:
     collection: str | None = None
     run_id: str | None = None
     updated_at: str = field(default_factory=now_iso)
+    # A reviewer's decision on this version (``Review.as_dict()``); a new version clears it.
+    review: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
+
+    @property
+    def current_review(self) -> "Review | None":
+        """The decision on the version the entry is about now (None: no decision on it)."""
+        if not self.review:
+            return None
+        review = Review.from_dict(self.review)
+        return review if (review.etag, review.version_id) == (self.etag, self.version_id) else None
+
+    @property
+    def reopened(self) -> bool:
+        """A quarantined version a reviewer sent back into the pipeline, not taken up by a run yet."""
+        review = self.current_review
+        return (self.status == Status.QUARANTINED and review is not None and review.decision.reopens
+                and review.applied_run is None)
 
     def same_version(self, obj: ObjectInfo) -> bool:
         return self.etag == obj.etag and self.version_id == obj.version_id
@@ -91,6 +122,32 @@ class LedgerEntry:
     def from_dict(cls, data: dict[str, Any]) -> "LedgerEntry":
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+@dataclass
+class Review:
+    """A decision on one quarantined version, as the ledger entry carries it: what the
+    pipeline does with the version (``decision``, ``quality`` overrides for it alone), who
+    decided and when; ``applied_run`` is the run that took it up."""
+
+    decision: Decision
+    decided_by: str
+    decided_at: str  # ISO 8601, UTC
+    etag: str
+    version_id: str | None
+    quality: dict[str, Any] = field(default_factory=dict)
+    review_run_id: str | None = None
+    applied_run: str | None = None
+
+    def __post_init__(self) -> None:
+        self.decision = Decision(self.decision)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**{name: getattr(self, name) for name in self.__dataclass_fields__}, "decision": str(self.decision)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Review":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -130,10 +187,12 @@ def pending_work(
             work.changed.append(obj)
         elif entry.status == Status.FAILED and entry.attempts < max_attempts:
             (work.retry if entry.due(at) else work.backing_off).append(obj)
+        elif entry.reopened:  # a reviewer sent the quarantined version back in
+            work.retry.append(obj)
         elif entry.status == Status.INDEXED and index_signature and entry.index_signature != index_signature:
             work.changed.append(obj)
         else:
-            # indexed, quarantined, or failed too often: only a new version reopens it
+            # indexed, quarantined, or failed too often: only a new version (or a review) reopens it
             work.unchanged.append(obj)
     for doc_id, entry in entries.items():
         if entry.bucket == bucket and doc_id not in seen and entry.status != Status.DELETED:

@@ -28,15 +28,15 @@ from datetime import datetime
 from typing import Any, Iterable, Iterator
 
 from sqlalchemy import (
-    JSON, Column, Connection, Engine, Index, MetaData, String, Table, Text, and_, create_engine, event, exists, literal, not_,
-    or_, select, union_all,
+    JSON, Column, Connection, Engine, Index, Integer, MetaData, String, Table, Text, and_, create_engine, event, exists,
+    literal, not_, or_, select, union_all,
 )
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from kb.artifacts import ArtifactKeys
-from kb.errors import LedgerUnavailable
-from kb.ledger import LedgerEntry, Status, Work, doc_id_for, now_iso, pending_work
+from kb.errors import LedgerUnavailable, NotUnderReview
+from kb.ledger import Decision, LedgerEntry, Review, Status, Work, doc_id_for, now_iso, pending_work
 from kb.objectstore import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,28 @@ retention_seen_table = Table(
     "kb_retention_seen", metadata,
     Column("doc_id", String(36), primary_key=True),
     Column("updated_at", String(32), nullable=False),
+)
+
+# Every review decision ever made (``kb_review``), one row each: who decided what about which
+# quarantined version, and when. The ledger entry carries the latest one for its version
+# (``LedgerEntry.review``), which is what the pipeline reads; this table is the record.
+# A new table: ``create_all`` adds it to a database made before it existed.
+review_table = Table(
+    "kb_review_decisions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("doc_id", String(36), nullable=False),
+    Column("bucket", String(255), nullable=False),
+    Column("key", Text, nullable=False),
+    Column("etag", String(255), nullable=False),
+    Column("version_id", String(255)),
+    Column("decision", String(32), nullable=False),
+    Column("decided_by", String(255), nullable=False),
+    Column("decided_at", String(32), nullable=False),
+    Column("params", JSON, nullable=False),
+    Column("review_run_id", String(255)),
+    # what the version was quarantined for, when it was decided
+    Column("quarantine_code", String(255)),
+    Index("ix_kb_review_decisions_doc", "doc_id"),
 )
 
 JSON_MIGRATED = "json_ledger_migrated"
@@ -144,6 +166,23 @@ def _insert(bind: Engine | Connection):
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert
+
+
+@dataclass(frozen=True)
+class ReviewDecision:
+    """One row of ``kb_review_decisions``."""
+
+    doc_id: str
+    bucket: str
+    key: str
+    etag: str
+    version_id: str | None
+    decision: Decision
+    decided_by: str
+    decided_at: str
+    params: dict[str, Any]
+    review_run_id: str | None
+    quarantine_code: str | None
 
 
 @dataclass(frozen=True)
@@ -391,3 +430,78 @@ class Ledger:
 
         with self._connection() as conn:
             return conn.execute(select(func.count()).select_from(retention_table)).scalar_one()
+
+    # --- the review queue (``kb_review``) -------------------------------------------------
+
+    def _pending_review_where(self, bucket: str | None) -> list:
+        """Quarantined versions that wait for a reviewer: no decision on the version, or a
+        decision that sent it back and a run that quarantined it again. (``record`` clears
+        the review when a new version arrives, so a review is always about the current one.)"""
+        led = ledger_table
+        review, applied = led.c.entry["review"], led.c.entry[("review", "applied_run")]
+        where = [led.c.status == str(Status.QUARANTINED),
+                 or_(review.as_string().is_(None), applied.as_string().is_not(None))]
+        if bucket:
+            where.append(led.c.bucket == bucket)
+        return where
+
+    def pending_reviews(self, bucket: str | None = None) -> list[LedgerEntry]:
+        """The review queue, oldest quarantine first."""
+        query = select(ledger_table.c.entry).where(*self._pending_review_where(bucket)).order_by(
+            ledger_table.c.updated_at, ledger_table.c.key)
+        with self._connection() as conn:
+            return [_entry(data) for (data,) in conn.execute(query)]
+
+    def pending_review_count(self, bucket: str | None = None) -> int:
+        """The queue's length in one COUNT (the exporter's ``kb_review_pending_documents``)."""
+        from sqlalchemy import func
+
+        query = select(func.count()).select_from(ledger_table).where(*self._pending_review_where(bucket))
+        with self._connection() as conn:
+            return conn.execute(query).scalar_one()
+
+    def decide(self, doc_id: str, decision: Decision | str, decided_by: str, decided_at: str | None = None,
+               params: dict[str, Any] | None = None, review_run_id: str | None = None) -> ReviewDecision:
+        """Record a reviewer's decision on the document's quarantined version, in one
+        transaction: a row in ``kb_review_decisions`` and the entry's ``review``. A decision
+        that reopens the version makes it due again (``pending_work``); ``drop`` leaves it
+        quarantined and out of the queue. ``params["quality"]``: threshold overrides for this
+        version alone. Raises ``NotUnderReview`` unless the version is quarantined."""
+        decision = Decision(decision)
+        params = dict(params or {})
+        decided_at = decided_at or now_iso()
+        with self._connection(write=True) as conn:
+            data = conn.execute(select(ledger_table.c.entry).where(ledger_table.c.doc_id == doc_id)).scalar()
+            entry = _entry(data) if data is not None else None
+            if entry is None or entry.status != Status.QUARANTINED:
+                raise NotUnderReview(f"document {doc_id} is {entry.status if entry else 'not in the ledger'}, "
+                                     "not quarantined: there is nothing to decide")
+            row = ReviewDecision(
+                doc_id=doc_id, bucket=entry.bucket, key=entry.key, etag=entry.etag, version_id=entry.version_id,
+                decision=decision, decided_by=decided_by, decided_at=decided_at, params=params,
+                review_run_id=review_run_id, quarantine_code=(entry.error or {}).get("code"),
+            )
+            conn.execute(review_table.insert().values(**{**asdict(row), "decision": str(decision)}))
+            entry.review = Review(decision, decided_by, decided_at, entry.etag, entry.version_id,
+                                  quality=dict(params.get("quality") or {}), review_run_id=review_run_id).as_dict()
+            entry.updated_at = now_iso()
+            conn.execute(ledger_table.update().where(ledger_table.c.doc_id == doc_id).values(**_row(entry)))
+        return row
+
+    def review_applied(self, doc_id: str, run_id: str) -> None:
+        """The run ``run_id`` took the reviewed version up: it is not reopened again, and if
+        that run quarantines it again it is back in the queue."""
+        entry = self.get(doc_id)
+        if entry is None or entry.current_review is None:
+            return
+        entry.review = {**entry.review, "applied_run": run_id}
+        self.put(entry)
+
+    def decisions(self, doc_id: str | None = None) -> list[ReviewDecision]:
+        """Decisions, oldest first (of one document, or all)."""
+        rev = review_table
+        query = select(*[rev.c[name] for name in ReviewDecision.__dataclass_fields__]).order_by(rev.c.id)
+        if doc_id:
+            query = query.where(rev.c.doc_id == doc_id)
+        with self._connection() as conn:
+            return [ReviewDecision(**{**row._asdict(), "decision": Decision(row.decision)}) for row in conn.execute(query)]

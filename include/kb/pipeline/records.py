@@ -32,6 +32,8 @@ def code_of(exc: Exception) -> str:
 def record(ctx: Context, entry: LedgerEntry | None, obj: ObjectInfo, **fields: Any) -> LedgerEntry:
     """Update (or start) the document's ledger entry for version ``obj``."""
     entry = entry or LedgerEntry.new(obj, fields["status"])
+    if not entry.same_version(obj):
+        entry.review = None  # a review decides about one version; a new one is undecided
     entry.etag, entry.version_id, entry.size = obj.etag, obj.version_id, obj.size
     for name, value in fields.items():
         setattr(entry, name, value)
