@@ -223,7 +223,7 @@ HOLDERS = {
     "POSTGRES_PASSWORD": {"postgres"},  # the superuser: no service connects with it
     "AIRFLOW_DB_PASSWORD": {"postgres"} | AIRFLOW,
     "KB_LEDGER_DB_PASSWORD": {"postgres"} | AIRFLOW,
-    "KB_SEARCH_DB_PASSWORD": {"postgres", "search-service"},
+    "KB_SEARCH_DB_PASSWORD": {"postgres", "search-service", "kb-exporter"},  # the ledger, read-only
     "REDIS_PASSWORD": {"redis"} | AIRFLOW,
     "AIRFLOW_JWT_SECRET": AIRFLOW,
     "MINIO_ROOT_USER": {"minio", "minio-init"},
@@ -232,15 +232,15 @@ HOLDERS = {
     "AIRFLOW_S3_SECRET_KEY": {"minio-init"} | AIRFLOW,
     "OCR_S3_ACCESS_KEY": {"minio-init", "ocr-service"},
     "OCR_S3_SECRET_KEY": {"minio-init", "ocr-service"},
-    "SEARCH_S3_ACCESS_KEY": {"minio-init", "search-service"},
-    "SEARCH_S3_SECRET_KEY": {"minio-init", "search-service"},
+    "SEARCH_S3_ACCESS_KEY": {"minio-init", "search-service", "kb-exporter"},  # read-only policy
+    "SEARCH_S3_SECRET_KEY": {"minio-init", "search-service", "kb-exporter"},
     "QDRANT_API_KEY": {"qdrant"} | AIRFLOW,
     "QDRANT_READ_ONLY_API_KEY": {"qdrant", "search-service"},
     "OCR_SERVICE_API_KEY": {"ocr-service"} | AIRFLOW,
     "KB_SEARCH_API_KEY": {"search-service"},
-    "SMTP_USER": AIRFLOW,
-    "SMTP_PASSWORD": AIRFLOW,
-    "ALERT_WEBHOOK_PATH": AIRFLOW,
+    "SMTP_USER": AIRFLOW | {"alertmanager"},  # the ops alerts: per document (Airflow), rules (Alertmanager)
+    "SMTP_PASSWORD": AIRFLOW | {"alertmanager"},
+    "ALERT_WEBHOOK_PATH": AIRFLOW | {"alertmanager"},
     "GRAFANA_ADMIN_PASSWORD": {"grafana"},
 }
 

@@ -23,7 +23,8 @@ def test_compose_has_every_production_part():
     services = compose()["services"]
     for name in ("postgres", "redis", "minio", "minio-init", "qdrant", "airflow-apiserver", "airflow-scheduler",
                  "airflow-dag-processor", "airflow-triggerer", "airflow-worker", "airflow-worker-gpu",
-                 "ocr-service", "search-service", "prometheus", "grafana"):
+                 "ocr-service", "search-service", "prometheus", "grafana", "alertmanager", "statsd-exporter",
+                 "kb-exporter"):
         assert name in services, name
 
 

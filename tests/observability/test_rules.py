@@ -226,3 +226,27 @@ def test_every_alert_routes_to_ops_mail_and_webhook(rendered):
             assert result.returncode == 0, result.stdout + result.stderr
             target = result.stdout.strip()
             assert receiver[target].get("email_configs") and receiver[target].get("slack_configs"), (name, target)
+
+
+# --- the compose scrape config ------------------------------------------------------------------
+
+JOBS = {"ocr-service", "kb-search", "kb-exporter", "airflow"}
+
+
+def test_the_compose_prometheus_config_passes_promtool_and_loads_every_rule_file(tmp_path):
+    """The compose file mounts the rules at /etc/prometheus/rules; here they are read in place."""
+    config = (PROMETHEUS.parent / "prometheus.yml").read_text()
+    assert "/etc/prometheus/rules/*.yml" in config
+    local = tmp_path / "prometheus.yml"
+    local.write_text(config.replace("/etc/prometheus/rules/", f"{PROMETHEUS / 'rules'}/"))
+    result = run_promtool("check", "config", local, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(RULE_FILES)} rule files found" in result.stdout + result.stderr
+
+
+def test_the_compose_prometheus_config_scrapes_exactly_the_jobs_the_rules_watch():
+    document = yaml.safe_load((PROMETHEUS.parent / "prometheus.yml").read_text())
+    assert {job["job_name"] for job in document["scrape_configs"]} == JOBS
+    assert document["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
+    watched = set(re.findall(r'job=~"([^"]+)"', (PROMETHEUS / "rules" / "availability.yml").read_text())[0].split("|"))
+    assert watched == JOBS
