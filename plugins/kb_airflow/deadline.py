@@ -7,8 +7,12 @@
 When a run is still unfinished at its deadline, Airflow's scheduler marks the deadline missed
 and queues the callback; a ``SyncCallback`` runs on the executor (a LocalExecutor process
 locally, a Celery worker in compose), in a supervised process that may read connections, as
-a task does. An ``AsyncCallback`` would run in the triggerer's event loop instead, where the
-blocking SMTP, webhook and S3 calls below would stall the inbox watcher. A run that succeeds
+a task does, with one limit in Airflow 3.3: its token is a workload token, which the
+Execution API refuses for connections, so only connections set as ``AIRFLOW_CONN_*`` in the
+worker's environment resolve (compose and ``kb up`` set them so; a missing one is "not
+configured" and the record is still written). An ``AsyncCallback`` would run in the
+triggerer's event loop instead, where the blocking SMTP, webhook and S3 calls below would
+stall the inbox watcher. A run that succeeds
 before its deadline has the deadline deleted (Airflow prunes it), so it never alerts; a run
 that fails stays unfinished for the promise's purpose and alerts at its deadline.
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 from airflow.sdk import BaseHook, BaseNotifier
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSecretsBackendAccessDenied
 
 from kb.settings import AlertSettings
 
@@ -65,6 +65,12 @@ def configured_channels(settings: AlertSettings | None = None) -> list[str]:
             channels.append(channel)
         except AirflowNotFoundException:
             log.warning("alert channel %s is not configured (no connection %r)", channel, conn_id)
+        except AirflowSecretsBackendAccessDenied:
+            # Airflow 3.3's deadline callbacks run on the executor with a token the Execution API
+            # refuses for connections; only those set as AIRFLOW_CONN_* on the worker (as compose
+            # and `kb up` do) resolve there. A connection missing from the environment ends here.
+            log.warning("alert channel %s is not configured here (connection %r is not in this process's "
+                        "environment, and Airflow refuses this process the Execution API)", channel, conn_id)
     return channels
 
 
