@@ -56,6 +56,12 @@ class LiveStack:
 LIVE_SETTINGS = {
     # a small page-image queue, so that a burst shows the bound (security/test_service_bounds)
     "KB_SEARCH_PAGE_QUEUE": "2",
+    # the exporter, StatsD bridge, mail sink, Prometheus and Alertmanager (observability suite)
+    "KB_OBSERVE": "true",
+    # kb_ingest's searchable-within promise, as its deadline alert (observability/test_deadline):
+    # one value for every run on this stack (Airflow's deadline interval is the DAG's, not a
+    # run's), so well above what a small run takes here on 2 cores, yet short enough to wait out.
+    "KB_SEARCHABLE_WITHIN_S": "180",
 }
 
 

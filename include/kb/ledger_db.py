@@ -321,6 +321,16 @@ class Ledger:
         with self._connection() as conn:
             return conn.execute(select(func.count()).select_from(ledger_table)).scalar_one()
 
+    def count_by_status(self) -> dict[Status, int]:
+        """Documents by the status of their latest version (every status, zero included)."""
+        from sqlalchemy import func
+
+        with self._connection() as conn:
+            rows = conn.execute(select(ledger_table.c.status, func.count()).group_by(ledger_table.c.status)).all()
+        counts = {status: 0 for status in Status}
+        counts.update({Status(status): n for status, n in rows})
+        return counts
+
     def changes(self, bucket: str, prefix: str, objects: Iterable[ObjectInfo], max_attempts: int,
                 index_signature: str | None = None, at: datetime | None = None) -> Work:
         """What a run should do with ``objects`` (a listing of ``bucket`` under ``prefix``)."""

@@ -182,6 +182,16 @@ class ObjectStore:
                     return False
                 raise
 
+    def landed_at(self, bucket: str, key: str, version_id: str | None = None) -> datetime | None:
+        """When this version was written (S3's Last-Modified); None when it is gone."""
+        with storage_errors(f"checking s3://{bucket}/{key}"):
+            try:
+                return self.client.stat_object(bucket, key, version_id=version_id).last_modified
+            except S3Error as exc:
+                if exc.code in _MISSING or (version_id and exc.code == "InvalidArgument"):
+                    return None
+                raise
+
     # --- writing ------------------------------------------------------------------
 
     def put_bytes(self, bucket: str, key: str, data: bytes, content_type: str = "application/octet-stream",

@@ -178,6 +178,20 @@ class StackSettings(BaseSettings):
     celery_worker_concurrency: int = Field(2, ge=1)
     airflow_extra_worker_log_ports: list[int] = Field(default_factory=lambda: [8795])
 
+    # Local observability (``kb up``, unless ``--no-observe``): the pipeline exporter, a
+    # StatsD bridge for Airflow's metrics, Debian's Prometheus and Alertmanager when
+    # installed, and a mail sink that receives the stack's alerts (``kb alerts``).
+    observe: bool = True
+    exporter_port: int = 8096
+    statsd_port: int = 9125  # UDP
+    statsd_http_port: int = 8097
+    prometheus_port: int = 9090
+    alertmanager_port: int = 9093
+    mail_port: int = 8025
+    # Prometheus scrapes and evaluates rules this often locally (15 s in compose): a
+    # newcomer's first run shows on a dashboard within seconds.
+    scrape_interval_s: int = Field(5, ge=1)
+
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 20.0
 
@@ -310,3 +324,24 @@ class WatchSettings(BaseSettings):
     # A change fires once the listing has held still for one interval, so a burst of uploads
     # is one event and one run; a listing that keeps changing fires after this long anyway.
     max_delay_s: float = Field(60.0, gt=0)
+
+
+class ExporterSettings(BaseSettings):
+    """The pipeline's metrics exporter and, on the local stack, the StatsD bridge that turns
+    Airflow's StatsD metrics into Prometheus series (``KB_EXPORTER_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_EXPORTER_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = 8096
+    # A scrape is answered from a snapshot at most this old (a listing of the inbox each time
+    # would let several scrapers multiply the load on S3 and the ledger).
+    min_interval_s: float = Field(10.0, ge=0)
+    # Its own read-only S3 identity (falls back to KB_S3_*): it lists the inbox and reads run summaries.
+    s3_access_key: SecretStr | None = None
+    s3_secret_key: SecretStr | None = None
+    # The bridge: StatsD over UDP in, Prometheus text out; the same mapping file compose's
+    # statsd_exporter reads.
+    statsd_port: int = 9125
+    statsd_http_port: int = 8097
+    statsd_mapping: Path = Path(__file__).resolve().parents[1] / "config" / "statsd-mapping.yml"

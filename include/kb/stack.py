@@ -32,7 +32,9 @@ SECRET_NAMES = ("KB_S3_ACCESS_KEY", "KB_S3_SECRET_KEY", "KB_AIRFLOW_PASSWORD", "
                 "KB_OCR_API_KEY", "KB_OCR_S3_ACCESS_KEY", "KB_OCR_S3_SECRET_KEY", "KB_SEARCH_API_KEY",
                 "KB_SEARCH_S3_ACCESS_KEY", "KB_SEARCH_S3_SECRET_KEY",
                 # the distributed stack's Postgres roles and Redis
-                "KB_PG_AIRFLOW_PASSWORD", "KB_PG_LEDGER_PASSWORD", "KB_REDIS_PASSWORD")
+                "KB_PG_AIRFLOW_PASSWORD", "KB_PG_LEDGER_PASSWORD", "KB_REDIS_PASSWORD",
+                # the local mail sink's login (kb_dev.observe)
+                "KB_MAIL_SINK_PASSWORD")
 
 
 # --- secrets ---------------------------------------------------------------------------
@@ -133,7 +135,7 @@ def check_ports_free(host: str, ports: dict[str, int]) -> None:
                 ) from None
 
 
-def _start(s: StackSettings, name: str, cmd: list[str], env: dict[str, str], cwd: Path) -> int:
+def start_process(s: StackSettings, name: str, cmd: list[str], env: dict[str, str], cwd: Path) -> int:
     logs = s.state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = open(logs / f"{name}.log", "ab")
@@ -153,7 +155,7 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def _wait_until(s: StackSettings, name: str, pid: int, ready: Callable[[], bool], what: str) -> None:
+def wait_until(s: StackSettings, name: str, pid: int, ready: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + s.start_timeout_s
     while time.monotonic() < deadline:
         if not _alive(pid):
@@ -304,7 +306,7 @@ def restart_scheduler(s: StackSettings, timeout_s: float = 120.0) -> int:
         _pid_file(s, "scheduler").unlink()
     secrets_ = read_env_file(secrets_path(s.state_dir))
     env = airflow_env(s, secrets_)
-    return _start(s, "scheduler", airflow_command("scheduler"), env,
+    return start_process(s, "scheduler", airflow_command("scheduler"), env,
                   Path(env["AIRFLOW_HOME"]))
 
 
@@ -436,7 +438,7 @@ def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
         # volume count from free disk (0) and keep volumes small, or new buckets run out.
         "-master.volumeSizeLimitMB=64", "-volume.max=0",
     ]
-    pid = _start(s, "s3", cmd, dict(os.environ), data)
+    pid = start_process(s, "s3", cmd, dict(os.environ), data)
 
     from kb.objectstore import ObjectStore
 
@@ -448,9 +450,9 @@ def start_s3(s: StackSettings, secrets_: dict[str, str]) -> None:
         store.client.list_buckets()
         return True
 
-    _wait_until(s, "s3", pid, ready, f"S3 API on {s.host}:{s.s3_port}")
+    wait_until(s, "s3", pid, ready, f"S3 API on {s.host}:{s.s3_port}")
     p = PipelineSettings(state_dir=s.state_dir)
-    _wait_until(s, "s3", pid, lambda: (store.ensure_bucket(p.inbox_bucket, versioned=True) or True), "bucket creation")
+    wait_until(s, "s3", pid, lambda: (store.ensure_bucket(p.inbox_bucket, versioned=True) or True), "bucket creation")
     store.ensure_bucket(p.artifacts_bucket)
 
 
@@ -464,12 +466,12 @@ def stop_s3(s: StackSettings) -> bool:
 
 def _start_http_service(s: StackSettings, name: str, command: str, env: dict[str, str], base_url: str) -> None:
     """``<command> serve`` from the venv, waited for until its ``/ready`` answers 200."""
-    pid = _start(s, name, [str(Path(sys.executable).parent / command), "serve"], env, s.state_dir)
+    pid = start_process(s, name, [str(Path(sys.executable).parent / command), "serve"], env, s.state_dir)
 
     def ready() -> bool:
         return httpx.get(f"{base_url}/ready", timeout=5).status_code == 200
 
-    _wait_until(s, name, pid, ready, f"the {name} service answering /ready on {base_url}")
+    wait_until(s, name, pid, ready, f"the {name} service answering /ready on {base_url}")
 
 
 def _http_service_status(s: StackSettings, name: str, base_url: str) -> dict[str, Any]:
@@ -618,6 +620,10 @@ def airflow_env(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
     })
+    if s.observe:  # StatsD to the bridge, alerts to the mail sink
+        from kb_dev import observe
+
+        env.update(observe.airflow_env(s, secrets_))
     return env
 
 
@@ -655,8 +661,8 @@ def start_airflow(s: StackSettings, secrets_: dict[str, str]) -> None:
     check_ports_free(s.host, airflow_ports(s))
     env = airflow_env(s, secrets_)
     home = prepare_airflow(s, env, secrets_, s.gpu_ocr_pool_slots, s.start_timeout_s)
-    pid = _start(s, "airflow", airflow_command("standalone"), env, home)
-    _wait_until(s, "airflow", pid, lambda: airflow_healthy(s),
+    pid = start_process(s, "airflow", airflow_command("standalone"), env, home)
+    wait_until(s, "airflow", pid, lambda: airflow_healthy(s),
                 f"API, scheduler and DAG processor healthy on {airflow_base_url(s)}")
 
 
@@ -687,6 +693,7 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: boo
             start_ocr(s, secrets_)
             echo(f"starting the search service on {search_base_url(s)} ...")
             start_search(s, secrets_)
+            _observe(s, secrets_, {}, echo)
             echo(f"starting Airflow standalone on {airflow_base_url(s)} (this takes a minute) ...")
             start_airflow(s, secrets_)
     except Exception:
@@ -708,16 +715,27 @@ def _up_distributed(s: StackSettings, secrets_: dict[str, str], workers: int, ec
         start_ocr(s, secrets_, "ocr" if i == 0 else f"ocr-{i + 1}", port, replica_env)
     echo(f"starting the search service on {search_base_url(s)} ...")
     start_search(s, secrets_, {"KB_LEDGER_URL": dist.ledger_url(s, secrets_)})
+    _observe(s, secrets_, {"KB_LEDGER_URL": dist.ledger_url(s, secrets_)}, echo)
     echo(f"starting Airflow (CeleryExecutor, {workers} worker(s)) on {airflow_base_url(s)} ...")
     dist.start_airflow_celery(s, secrets_, workers, echo)
 
 
+def _observe(s: StackSettings, secrets_: dict[str, str], pipeline_env: dict[str, str],
+             echo: Callable[[str], None]) -> None:
+    if s.observe:
+        from kb_dev import observe
+
+        echo(f"starting the exporter, a mail sink and Prometheus on {s.host} (ports {observe.ports(s)}) ...")
+        observe.start(s, secrets_, pipeline_env, echo)
+
+
 def down(s: StackSettings | None = None, *, echo: Callable[[str], None] = print) -> dict[str, bool]:
     from kb.stack_distributed import stop_distributed
+    from kb_dev import observe
 
     s = s or StackSettings()
-    result = {"airflow": stop_airflow(s), **stop_distributed(s), "search": stop_search(s), "ocr": stop_ocr(s),
-              "s3": stop_s3(s)}
+    result = {"airflow": stop_airflow(s), **stop_distributed(s), **observe.stop(s), "search": stop_search(s),
+              "ocr": stop_ocr(s), "s3": stop_s3(s)}
     result = {k: v for k, v in result.items() if v or k in ("airflow", "search", "ocr", "s3")}
     for name, stopped in result.items():
         echo(f"{name}: {'stopped' if stopped else 'was not running'}")
@@ -762,6 +780,9 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
             _http_service_status(s, "ocr" if i == 0 else f"ocr-{i + 1}", f"http://{s.host}:{port}")
             for i, port in enumerate(ocr_replica_ports(s))]
     out["search"] = _http_service_status(s, "search", search_base_url(s))
+    from kb_dev import observe
+
+    out.update(observe.status(s))
 
     p = PipelineSettings(state_dir=s.state_dir)
     out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),

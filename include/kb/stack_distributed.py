@@ -24,7 +24,7 @@ from typing import Any, Callable
 from kb.errors import ServiceDidNotStart
 from kb.settings import StackSettings
 from kb.stack import (
-    _alive, _start, _tail, _wait_until, _write_private, airflow_base_url, airflow_command, airflow_env, airflow_healthy,
+    _alive, _tail, _write_private, airflow_base_url, start_process, wait_until, airflow_command, airflow_env, airflow_healthy,
     check_ports_free, part_pid, prepare_airflow, stop_part,
 )
 
@@ -94,7 +94,7 @@ def start_postgres(s: StackSettings, secrets_: dict[str, str]) -> None:
                              "-c", f"listen_addresses={s.host}", "-c", f"unix_socket_directories={data}",
                              # Airflow's parts and Celery's result backend hold ~40 connections at rest
                              "-c", "max_connections=200", "-c", "shared_buffers=128MB"])
-    pid = _start(s, "postgres", cmd, dict(os.environ), s.state_dir)
+    pid = start_process(s, "postgres", cmd, dict(os.environ), s.state_dir)
 
     def ready() -> bool:
         import psycopg2
@@ -102,7 +102,7 @@ def start_postgres(s: StackSettings, secrets_: dict[str, str]) -> None:
         psycopg2.connect(_superuser_dsn(s), connect_timeout=2).close()
         return True
 
-    _wait_until(s, "postgres", pid, ready, f"accepting connections on {s.host}:{s.postgres_port}")
+    wait_until(s, "postgres", pid, ready, f"accepting connections on {s.host}:{s.postgres_port}")
     _ensure_database(s, POSTGRES_DB_USER, secrets_["KB_PG_AIRFLOW_PASSWORD"])
     _ensure_database(s, LEDGER_DB_USER, secrets_["KB_PG_LEDGER_PASSWORD"])
 
@@ -151,7 +151,7 @@ def start_redis(s: StackSettings, secrets_: dict[str, str]) -> None:
     # the password in a 0600 file, not on the command line where `ps` shows it
     _write_private(conf, f"bind {s.host}\nport {s.redis_port}\nrequirepass {secrets_['KB_REDIS_PASSWORD']}\n"
                          f"dir {folder}\nsave \"\"\nappendonly no\nprotected-mode yes\n")
-    pid = _start(s, "redis", [binary, str(conf)], dict(os.environ), folder)
+    pid = start_process(s, "redis", [binary, str(conf)], dict(os.environ), folder)
 
     def ready() -> bool:
         import redis
@@ -159,7 +159,7 @@ def start_redis(s: StackSettings, secrets_: dict[str, str]) -> None:
         return bool(redis.Redis(host=s.host, port=s.redis_port, password=secrets_["KB_REDIS_PASSWORD"],
                                 socket_timeout=2).ping())
 
-    _wait_until(s, "redis", pid, ready, f"answering PING on {s.host}:{s.redis_port}")
+    wait_until(s, "redis", pid, ready, f"answering PING on {s.host}:{s.redis_port}")
 
 
 # --- Airflow with the CeleryExecutor ------------------------------------------------------
@@ -201,19 +201,19 @@ def start_airflow_celery(s: StackSettings, secrets_: dict[str, str], workers: in
     home = prepare_airflow(s, env, secrets_, slots, s.start_timeout_s * 2)
     commands = {"airflow-api": ["api-server"], "airflow-scheduler": ["scheduler"],
                 "airflow-dag-processor": ["dag-processor"], "airflow-triggerer": ["triggerer"]}
-    pids = {part: _start(s, part, airflow_command(*cmd), env, home) for part, cmd in commands.items()}
+    pids = {part: start_process(s, part, airflow_command(*cmd), env, home) for part, cmd in commands.items()}
     for (part, queues), log_port in zip(WORKER_QUEUES[workers].items(), worker_log_ports(s, workers)):
         worker_env = {**env, "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(log_port)}
-        pids[part] = _start(s, part, airflow_command("celery", "worker", "--queues", queues, "--concurrency",
+        pids[part] = start_process(s, part, airflow_command("celery", "worker", "--queues", queues, "--concurrency",
                                               str(s.celery_worker_concurrency), "--celery-hostname", f"{part}@%h"),
                             worker_env, home)
 
     echo("waiting for the API server, scheduler, DAG processor and triggerer ...")
-    _wait_until(s, "airflow-api", pids["airflow-api"], lambda: airflow_healthy(s), f"scheduler, DAG processor, triggerer healthy on "
+    wait_until(s, "airflow-api", pids["airflow-api"], lambda: airflow_healthy(s), f"scheduler, DAG processor, triggerer healthy on "
                                                                   f"{airflow_base_url(s)}")
     for part in WORKER_QUEUES[workers]:
         log = s.state_dir / "logs" / f"{part}.log"
-        _wait_until(s, part, pids[part], lambda log=log: " ready." in log.read_text(errors="replace"),
+        wait_until(s, part, pids[part], lambda log=log: " ready." in log.read_text(errors="replace"),
                     "Celery worker ready")
     for part, pid in pids.items():
         if not _alive(pid):

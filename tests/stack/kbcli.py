@@ -19,7 +19,7 @@ def kb(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.Comp
 
 def stack_env(state: Path, **extra: str) -> dict[str, str]:
     """An environment for ``kb`` with its own state folder and free ports, manual runs only."""
-    api, worker_logs, trigger_logs, ocr, search = free_ports(5)
+    api, worker_logs, trigger_logs, ocr, search, *observe = free_ports(11)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "AIRFLOW", "OCR_"))}
     env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
     env.update({
@@ -31,6 +31,10 @@ def stack_env(state: Path, **extra: str) -> dict[str, str]:
         "KB_SEARCH_PORT": str(search),
         "KB_SCHEDULE": "",  # manual runs only, so the test decides when runs happen
         "KB_WATCH_INBOX": "false",
+        # the observability parts only where a suite asks for them (tests/live.py does)
+        "KB_OBSERVE": "false",
+        **dict(zip(("KB_EXPORTER_PORT", "KB_STATSD_PORT", "KB_STATSD_HTTP_PORT", "KB_PROMETHEUS_PORT",
+                    "KB_ALERTMANAGER_PORT", "KB_MAIL_PORT"), map(str, observe))),
         **extra,
     })
     return env
