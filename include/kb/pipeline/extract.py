@@ -37,7 +37,8 @@ from ocr_engine.schema import FAILED, REPEATED, TRUNCATED
 log = logging.getLogger(__name__)
 
 # (pdf bytes, first page, last page[, backend=...]) -> one dict per page with at least
-# page, markdown, status. ``backend`` is passed only for the CER audit ("ppocr").
+# page, markdown, status. ``backend`` is the range's route (``PageRange.backend``: "auto", or an
+# OCR backend a reviewer forced) and the CER audit's "ppocr".
 PageExtractor = Callable[..., list[dict[str, Any]]]
 # a page in one of these makes its range split (or, alone, a failed page)
 BAD_STATUSES = (TRUNCATED, REPEATED, FAILED)
@@ -119,15 +120,15 @@ def _read(ctx: Context, rng: PageRange, data: bytes, extractor: PageExtractor, f
     """Pages ``first``..``last`` into ``reading``: whole if the reader takes them, else in halves."""
     store, bucket = ctx.store, ctx.artifacts
     whole = (first, last) == (rng.first, rng.last)
-    part_key = ArtifactKeys.range_part(rng.doc_id, rng.sha256, first, last)
+    part_key = ArtifactKeys.range_part(rng.doc_id, rng.sha256, first, last, rng.backend)
     if not whole:
         done = _stored(ctx, part_key)
         if done is not None:  # a part an earlier try of this range stored
             reading.pages.extend(done["pages"])
             return
-    marker = ArtifactKeys.split_marker(rng.doc_id, rng.sha256, first, last)
+    marker = ArtifactKeys.split_marker(rng.doc_id, rng.sha256, first, last, rng.backend)
     if first == last or not store.exists(bucket, marker):
-        pages, problem = _try(extractor, data, first, last)
+        pages, problem = _try(extractor, data, first, last, rng.backend)
         if problem is None:
             if not whole:
                 store.put_json(bucket, part_key, {"doc_id": rng.doc_id, "sha256": rng.sha256, "first": first,
@@ -158,10 +159,11 @@ def _stored(ctx: Context, key: str) -> dict[str, Any] | None:
         return None
 
 
-def _try(extractor: PageExtractor, data: bytes, first: int, last: int) -> tuple[list[dict[str, Any]] | None, KbError | None]:
+def _try(extractor: PageExtractor, data: bytes, first: int, last: int,
+         backend: str = "auto") -> tuple[list[dict[str, Any]] | None, KbError | None]:
     """The pages, and why they cannot be used as they are (None when they can)."""
     try:
-        pages = extractor(data, first, last)
+        pages = extractor(data, first, last) if backend == "auto" else extractor(data, first, last, backend=backend)
     except RangeRefused as exc:
         return None, exc
     got = sorted(p["page"] for p in pages)

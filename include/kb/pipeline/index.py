@@ -19,7 +19,7 @@ from kb import failpoints
 from kb.chunking import Chunk, chunk_document
 from kb.embedding import TextEmbedder, make_embedder
 from kb.errors import IncompleteExtraction, ValidationFailed
-from kb.ledger import LedgerEntry, Status
+from kb.ledger import Decision, LedgerEntry, Status
 from kb.pipeline.accounting import OcrUsage, is_ocr_page
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PlannedDocument
@@ -96,10 +96,24 @@ def _gate(ctx: Context, document: PlannedDocument, suite: str, frame, expectatio
     return gate
 
 
-def check_pages(ctx: Context, document: PlannedDocument, pages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pages gate, before chunking."""
+def document_context(ctx: Context, document: PlannedDocument) -> Context:
+    """The run's context, with a reviewer's quality overrides for this document alone."""
+    if not document.quality:
+        return ctx
+    from dataclasses import replace
+
+    return replace(ctx, quality=ctx.quality.model_copy(update=document.quality))
+
+
+def check_pages(ctx: Context, document: PlannedDocument, pages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pages gate, before chunking. A version a reviewer accepted as it is skips it:
+    its failed and empty pages are left out, the pages that passed are indexed."""
     from kb.quality.measures import page_frame
     from kb.quality.suites import pages_suite
+
+    if document.decision == Decision.ACCEPT:
+        log.info("%s: accepted by a reviewer; the pages gate is not applied", document.key)
+        return None
 
     frame = page_frame(pages, ctx.quality.distinct_n)
     return _gate(ctx, document, "pages", frame, pages_suite(ctx.quality, document.page_count, frame))
@@ -130,6 +144,7 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
     from kb.vectorstore import point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
 
     started = time.perf_counter()
+    ctx = document_context(ctx, document)
     loaded = load_pages(ctx, document)
     check_pages(ctx, document, loaded.pages)
     chunks = chunk_pages(loaded.pages, embedder, ctx.settings)
@@ -187,7 +202,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
             started = time.perf_counter()
             document, obj = p.document, p.document.obj
             try:
-                check_chunks(ctx, p, dimension, embedder.max_tokens)
+                check_chunks(document_context(ctx, document), p, dimension, embedder.max_tokens)
             except ValidationFailed as exc:
                 results.append(quarantine_invalid(ctx, document, exc, run_id))
                 continue

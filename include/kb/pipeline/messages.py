@@ -56,6 +56,9 @@ class PageRange(DocumentVersion):
     result_key: str
     # a backfill reads again the pages an earlier extraction left failed
     retry_failed: bool = False
+    # the reader's route: "auto" (text layer where usable), or an OCR backend for every page
+    # (a reviewer's ``reextract-ocr``); part of the result key
+    backend: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,10 @@ class PlannedDocument(DocumentVersion):
     page_count: int
     scanned_pages: list[int]
     ranges: list[str]  # the result key of each of its page ranges, in page order
+    # a reviewer's decision on this version (``kb.ledger.Decision``) and its quality
+    # overrides, which apply to this document alone
+    decision: str | None = None
+    quality: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import logging
 
 from kb.artifacts import ArtifactKeys
 from kb.errors import DocumentError
-from kb.ledger import Status, doc_id_for
+from kb.ledger import Decision, Status, doc_id_for
 from kb.limits import RangeLimits
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PageRange, Plan, PlannedDocument, Sensed
@@ -40,6 +40,12 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
     for obj in sensed.todo:
         doc_id = doc_id_for(obj.bucket, obj.key)
         entry = ctx.ledger.get(doc_id)
+        # A reviewer's decision on this very version (kb_review) goes with it to extract and
+        # index; taken up once, so that a version it does not fix is quarantined, not looped.
+        review = entry.current_review if entry and entry.same_version(obj) else None
+        if review is not None and review.applied_run is None:
+            ctx.ledger.review_applied(doc_id, run_id)
+            entry = ctx.ledger.get(doc_id)
         sha = None
         try:
             if obj.size > s.max_file_mb * 1024 * 1024:
@@ -60,17 +66,23 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
         except BAD_INPUT as exc:
             quarantined.append(quarantine(ctx, obj, exc, run_id, sha256=sha))
             continue
+        decision = review.decision if review else None
+        backend = "auto"
+        if decision == Decision.REEXTRACT_OCR:
+            kinds, backend = [SCANNED] * len(kinds), limits.ocr_backend
         spans = cut_ranges(kinds, caps)
         document = PlannedDocument(
             doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size, version_id=obj.version_id,
             sha256=sha, page_count=len(kinds), scanned_pages=[i + 1 for i, k in enumerate(kinds) if k == SCANNED],
-            ranges=[ArtifactKeys.pages(doc_id, sha, a, b) for a, b in spans],
+            ranges=[ArtifactKeys.pages(doc_id, sha, a, b, backend) for a, b in spans],
+            decision=str(decision) if decision else None, quality=dict(review.quality) if review else {},
         )
         documents.append(document)
         ranges.extend(
             PageRange(doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size,
                       version_id=obj.version_id, sha256=sha, first=first, last=last, result_key=key,
-                      retry_failed=sensed.force)
+                      retry_failed=sensed.force or decision in (Decision.REEXTRACT_OCR, Decision.REEXTRACT_LIMITS),
+                      backend=backend)
             for (first, last), key in zip(spans, document.ranges)
         )
     log.info("planned %d documents, %d ranges, %d quarantined, %d skipped",
