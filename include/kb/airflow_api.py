@@ -12,9 +12,45 @@ from typing import Any, Callable
 
 import httpx
 
-from kb.errors import AirflowApiError
+from kb.errors import AirflowApiError, AirflowConflict, AirflowNotFound
 
 TERMINAL = {"success", "failed"}
+# the API's refusals a caller may handle, by status; any other 4xx/5xx is AirflowApiError
+_REFUSALS = {404: AirflowNotFound, 409: AirflowConflict}
+
+
+@dataclass(frozen=True)
+class HitlRequest:
+    """A human-in-the-loop task waiting for (or given) an answer."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    subject: str
+    body: str | None
+    options: list[str]
+    params: dict[str, Any]
+    created_at: str
+    response_received: bool
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> "HitlRequest":
+        ti = data["task_instance"]
+        return cls(dag_id=ti["dag_id"], run_id=ti["dag_run_id"], task_id=ti["task_id"], map_index=ti["map_index"],
+                   subject=data["subject"], body=data.get("body"), options=list(data["options"]),
+                   params=dict(data.get("params") or {}), created_at=data["created_at"],
+                   response_received=bool(data.get("response_received")))
+
+
+@dataclass(frozen=True)
+class HitlResponse:
+    """What the API recorded for an answer: who answered (the REST user), when, what."""
+
+    responded_by: str
+    responded_at: str
+    chosen_options: list[str]
+    params_input: dict[str, Any]
 
 
 @dataclass
@@ -62,16 +98,15 @@ class AirflowClient:
                 break
             time.sleep(min(2 ** attempt, 8))
         if resp.status_code >= 400:
-            raise AirflowApiError(f"{method} {path} answered HTTP {resp.status_code}: {resp.text[:300]}")
+            error = _REFUSALS.get(resp.status_code, AirflowApiError)
+            raise error(f"{method} {path} answered HTTP {resp.status_code}: {resp.text[:300]}")
         return resp.json()
 
     def pool(self, name: str) -> dict[str, Any] | None:
         try:
             return self._request("GET", f"/api/v2/pools/{name}")
-        except AirflowApiError as exc:
-            if "HTTP 404" in str(exc):
-                return None
-            raise
+        except AirflowNotFound:
+            return None
 
     def set_pool(self, name: str, slots: int, description: str) -> None:
         """Create the pool or change its slots; its other settings stay as they were."""
@@ -111,6 +146,31 @@ class AirflowClient:
         data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})
         return data["task_instances"]
 
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        """One run as the REST API gives it (state, conf, ...)."""
+        return self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+
+    # --- human-in-the-loop tasks (airflow.providers.standard.operators.hitl) ---------------
+
+    def hitl_requests(self, dag_id: str, run_id: str = "~", waiting: bool | None = True) -> list[HitlRequest]:
+        """The DAG's human-in-the-loop tasks (of one run, or of all with ``~``), oldest first;
+        ``waiting``: only those not answered yet (None: all)."""
+        params: dict[str, Any] = {"limit": 100, "order_by": "created_at"}
+        if waiting is not None:
+            params["response_received"] = str(not waiting).lower()
+        data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/hitlDetails", params=params)
+        return [HitlRequest.from_api(d) for d in data["hitl_details"]]
+
+    def respond(self, request: HitlRequest, chosen: list[str], params_input: dict[str, Any] | None = None) -> HitlResponse:
+        """Answer a waiting human-in-the-loop task as the REST user. AirflowConflict: it was
+        answered already; AirflowApiError (400): an option or a param it does not take."""
+        body = {"chosen_options": chosen, "params_input": params_input or {}}
+        data = self._request("PATCH", f"/api/v2/dags/{request.dag_id}/dagRuns/{request.run_id}/taskInstances/"
+                                      f"{request.task_id}/{request.map_index}/hitlDetails", json=body)
+        by = data["responded_by"]
+        return HitlResponse(responded_by=by.get("name") or by.get("id"), responded_at=data["responded_at"],
+                            chosen_options=list(data["chosen_options"]), params_input=dict(data.get("params_input") or {}))
+
     def progress(self, dag_id: str, run_id: str) -> RunProgress:
         run = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
         counts: dict[str, dict[str, int]] = {}
@@ -120,8 +180,8 @@ class AirflowClient:
             counts[ti["task_id"]][state] += 1
         return RunProgress(run["state"], counts)
 
-    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
-        data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        data = self._request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}")
         return data.get("value")
 
     # Deadlines are served by the API server's UI routes (/ui/...), the only ones Airflow 3.3 has

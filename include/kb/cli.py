@@ -170,6 +170,95 @@ def _print_outcomes(store, p, uploaded) -> None:
             print(f"  {info.key}: {entry.status}: {error.get('code')}: {error.get('message')}")
 
 
+# --- review ----------------------------------------------------------------------------
+
+
+def cmd_review_list(args: argparse.Namespace) -> int:
+    from kb.ledger_db import Ledger
+    from kb.objectstore import ObjectStore
+    from kb.settings import PipelineSettings
+
+    s = _client_env()
+    p = PipelineSettings()
+    queue = Ledger.for_settings(p, ObjectStore.from_settings()).pending_reviews(p.inbox_bucket)
+    waiting = {}
+    if queue:
+        from kb import review, stack
+
+        try:
+            client = stack.airflow_client(s)
+        except KbError:  # Airflow is not running: the ledger's queue is still the queue
+            client = None
+        if client is not None:
+            try:
+                waiting = review.waiting_requests(client)
+            finally:
+                client.close()
+    rows = [{"key": e.key, "code": (e.error or {}).get("code"), "message": (e.error or {}).get("message"),
+             "since": e.updated_at, "run_id": e.run_id,
+             "review_run_id": waiting[e.key].run_id if e.key in waiting else None} for e in queue]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no quarantined document waits for a decision")
+        return 0
+    for r in rows:
+        asked = f"  (waiting in kb_review run {r['review_run_id']})" if r["review_run_id"] else ""
+        print(f"{r['key']}  since {r['since']}  {r['code']}: {r['message']}{asked}")
+    print(f"{len(rows)} document(s); decide with `kb review decide KEY accept|reextract-ocr|reextract-limits|drop`")
+    return 0
+
+
+def _quality_params(pairs: list[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` quality threshold overrides; a value is read as JSON where it parses."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise KbError(f"--param {pair!r}: expected NAME=VALUE, e.g. max_empty_page_share=0.9")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    from kb.settings import QualitySettings
+
+    QualitySettings.with_overrides(out)  # BadParams now rather than in the review run
+    return out
+
+
+def cmd_review_decide(args: argparse.Namespace) -> int:
+    from kb import review, stack
+
+    s = _client_env()
+    quality = _quality_params(args.param or [])
+    client = stack.airflow_client(s)
+    try:
+        decided = review.decide(client, args.key, args.decision, quality)
+        r = decided.response
+        print(f"{args.key}: {r.chosen_options[0]} by {r.responded_by} at {r.responded_at} "
+              f"(kb_review run {decided.review_run_id})")
+        if not args.wait:
+            return 0
+        outcome = review.follow_through(client, decided, args.timeout)
+    finally:
+        client.close()
+    if outcome is None:
+        return 0
+    print(f"kb_ingest run {outcome.run_id} {outcome.state}")
+    _print_outcomes_of(args.key)
+    return 0 if outcome.state == "success" else 1
+
+
+def _print_outcomes_of(key: str) -> None:
+    from kb.objectstore import ObjectStore
+    from kb.settings import PipelineSettings
+
+    p = PipelineSettings()
+    store = ObjectStore.from_settings()
+    _print_outcomes(store, p, [o for o in store.list_latest(p.inbox_bucket, key) if o.key == key])
+
+
 # --- search ----------------------------------------------------------------------------
 
 
@@ -373,6 +462,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --wait: re-plan and re-index everything under the prefix, quarantined versions included")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the run")
     p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("review", help="the review queue: quarantined documents waiting for a decision (kb_review)")
+    review_sub = p.add_subparsers(dest="review", required=True)
+    b = review_sub.add_parser("list", help="quarantined documents with no decision yet: key, since, why")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_review_list)
+    b = review_sub.add_parser("decide", help="decide about a quarantined document through Airflow's REST API "
+                                             "(answers its kb_review run, starting one if none waits)")
+    b.add_argument("key", help="the document's inbox key")
+    b.add_argument("decision", choices=("accept", "reextract-ocr", "reextract-limits", "drop"))
+    b.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="a quality threshold for this document alone (repeat), e.g. max_empty_page_share=0.9")
+    b.add_argument("--wait", action="store_true", help="follow the review run and the kb_ingest run it triggers")
+    b.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
+    b.set_defaults(func=cmd_review_decide)
 
     p = sub.add_parser("search", help="search the knowledge base")
     p.add_argument("query")

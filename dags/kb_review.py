@@ -1,0 +1,129 @@
+"""
+### kb_review
+
+A reviewer decides what happens to one quarantined document (param `key`, its inbox key).
+
+1. **pending** reads the document's ledger entry: why and when its current version was
+   quarantined (fails when it is not quarantined: there is nothing to decide).
+2. **decide** is a human-in-the-loop task (Airflow's `HITLOperator`): the reviewer picks one of
+   - `accept`: index the pages that passed (the pages gate is not applied to this version),
+   - `reextract-ocr`: read every page with the OCR backend, none from its text layer,
+   - `reextract-limits`: read it again, failed pages too, with the quality thresholds in `quality`,
+   - `drop`: leave it out of the index; it leaves the review queue,
+
+   and may set `quality` (threshold overrides for this document alone, e.g.
+   `{"max_empty_page_share": 0.9}`). Answer it in the UI (Browse → Required actions) or with
+   `kb review decide KEY DECISION`.
+3. **act** writes the decision, who made it and when to the ledger (`kb_review_decisions`);
+   every decision but `drop` makes the version due again.
+4. **reindex** (skipped for `drop`) triggers `kb_ingest` on the document's key; its plan,
+   extract and index stages read the decision from the ledger.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.providers.standard.operators.hitl import HITLOperator
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+from airflow.sdk import Param, dag, task
+
+# Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
+
+DECISIONS = ["accept", "reextract-ocr", "reextract-limits", "drop"]  # kb.ledger.Decision's values
+
+
+def _ledger():
+    from kb.ledger_db import Ledger
+    from kb.settings import PipelineSettings
+
+    settings = PipelineSettings()
+    return Ledger.for_settings(settings), settings
+
+
+@dag(
+    dag_id="kb_review",
+    schedule=None,  # one run per document to decide: `kb review decide`, or by hand in the UI
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={"key": Param("", type="string", minLength=1, description="the quarantined document's inbox key")},
+    tags=["kb", "review"],
+    doc_md=__doc__,
+)
+def kb_review():
+    @task
+    def pending(params=None) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from kb.ledger import Status, doc_id_for
+
+        ledger, settings = _ledger()
+        key = params["key"]
+        entry = ledger.get(doc_id_for(settings.inbox_bucket, key))
+        if entry is None or entry.status != Status.QUARANTINED:
+            raise AirflowFailException(f"{key} is {entry.status if entry else 'not in the ledger'}, not quarantined: "
+                                       "nothing to decide")
+        error = entry.error or {}
+        return {
+            "key": key, "doc_id": entry.doc_id, "code": error.get("code"), "message": error.get("message"),
+            "record": error.get("record"), "since": entry.updated_at, "run_id": entry.run_id,
+            "version_id": entry.version_id, "etag": entry.etag,
+        }
+
+    decide = HITLOperator(
+        task_id="decide",
+        subject="Quarantined: {{ params.key }}",
+        body=("**{{ ti.xcom_pull(task_ids='pending')['key'] }}** was quarantined by run "
+              "`{{ ti.xcom_pull(task_ids='pending')['run_id'] }}` "
+              "at {{ ti.xcom_pull(task_ids='pending')['since'] }}.\n\n"
+              "**{{ ti.xcom_pull(task_ids='pending')['code'] }}**: {{ ti.xcom_pull(task_ids='pending')['message'] }}\n\n"
+              "Quarantine record: `{{ ti.xcom_pull(task_ids='pending')['record'] }}` in the artifacts bucket.\n\n"
+              "- `accept`: index the pages that passed\n"
+              "- `reextract-ocr`: read every page with the OCR backend\n"
+              "- `reextract-limits`: read again with the thresholds in `quality`\n"
+              "- `drop`: leave it out of the index"),
+        options=DECISIONS,
+        params={"quality": Param({}, type="object",
+                                 description='threshold overrides for this document, e.g. {"max_empty_page_share": 0.9}')},
+    )
+
+    @task
+    def act(pending: dict, decided: dict, run_id=None) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from kb.errors import BadParams
+        from kb.settings import QualitySettings
+
+        ledger, _ = _ledger()
+        [decision] = decided["chosen_options"]
+        params = dict(decided.get("params_input") or {})
+        try:
+            QualitySettings.with_overrides(params.get("quality"))  # refused here, not in kb_ingest
+        except BadParams as exc:
+            raise AirflowFailException(str(exc)) from exc
+        user = decided.get("responded_by_user") or {}
+        at = decided.get("responded_at")
+        at = at.isoformat(timespec="seconds") if hasattr(at, "isoformat") else (str(at) if at else None)
+        row = ledger.decide(pending["doc_id"], decision, decided_by=user.get("name") or user.get("id") or "unknown",
+                            decided_at=at, params=params,
+                            review_run_id=run_id)
+        return {"key": row.key, "decision": str(row.decision), "decided_by": row.decided_by,
+                "decided_at": row.decided_at, "reopens": row.decision.reopens}
+
+    @task.short_circuit
+    def reopens(acted: dict) -> bool:
+        return acted["reopens"]
+
+    reindex = TriggerDagRunOperator(
+        task_id="reindex",
+        trigger_dag_id="kb_ingest",
+        conf={"prefix": "{{ params.key }}"},
+        wait_for_completion=False,
+    )
+
+    found = pending()
+    acted = act(found, decide.output)
+    found >> decide
+    reopens(acted) >> reindex
+
+
+kb_review()

@@ -1,0 +1,76 @@
+"""The review queue on the live local stack: a document the data-quality gate quarantined is
+decided through `kb review` (Airflow's human-in-the-loop task, answered over the REST API),
+and the pipeline does what was decided; the decision and its author are in the ledger."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from kb.ledger import Decision, Status, doc_id_for
+from kb.ledger_db import Ledger
+from tests.pdfs import coded_pages, make_pdf
+from tests.stack.faultkit import INBOX
+
+
+def _mostly_blank(name: str) -> bytes:
+    """One page of text and two blank ones: OCR finds nothing on the blank pages, so the
+    empty-page share (2/3) is over the gate's 0.5 and the version is quarantined."""
+    return make_pdf(coded_pages(name, 1) + ["", ""])
+
+
+def _queue(live) -> dict[str, dict]:
+    done = live.kb("review", "list", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {row["key"]: row for row in json.loads(done.stdout)}
+
+
+def _quarantined(live, name: str) -> str:
+    prefix = f"review-{uuid.uuid4().hex[:8]}/"
+    key = prefix + f"{name}.pdf"
+    state, summary = live.ingest(prefix, {f"{name}.pdf": _mostly_blank(name)})
+    entry = live.runs.ledger(key)
+    assert entry is not None and entry.status == Status.QUARANTINED, (state, summary, entry)
+    assert entry.error["code"] == "validation_failed", entry.error
+    return key
+
+
+def test_accept_through_kb_review_indexes_the_pages_that_passed_and_records_who_decided(live):
+    key = _quarantined(live, "acceptme")
+    runs = live.runs
+    queue = _queue(live)
+    assert key in queue and queue[key]["code"] == "validation_failed", queue
+
+    done = live.kb("review", "decide", key, "accept", "--wait", timeout=1200)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    entry = runs.ledger(key)
+    assert entry.status == Status.INDEXED, (entry.status, entry.error)
+    chunks = runs.chunks(key)
+    assert chunks and all(c.sha256 == entry.indexed_sha256 for c in chunks)
+    assert any("ACCEPTME-001" in c.text for c in chunks), [c.text for c in chunks]
+    [decision] = Ledger.for_settings(runs.pipeline).decisions(doc_id_for(INBOX, key))
+    assert decision.decision == Decision.ACCEPT and decision.quarantine_code == "validation_failed"
+    assert decision.decided_by == runs.settings.airflow_user, decision  # the REST user who answered
+    assert decision.review_run_id and decision.decided_at
+    assert key not in _queue(live)
+    hits = live.kb("search", "ACCEPTME-001 maintenance code", "--json")
+    assert hits.returncode == 0 and key in {h["key"] for h in json.loads(hits.stdout)}, hits.stdout + hits.stderr
+
+
+def test_drop_keeps_a_document_out_of_the_index_and_takes_it_off_the_queue(live):
+    key = _quarantined(live, "dropme")
+    runs = live.runs
+    assert key in _queue(live)
+
+    done = live.kb("review", "decide", key, "drop", "--wait", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    assert key not in _queue(live)
+    [decision] = Ledger.for_settings(runs.pipeline).decisions(doc_id_for(INBOX, key))
+    assert decision.decision == Decision.DROP and decision.decided_by == runs.settings.airflow_user
+    # a later run leaves it where it is: quarantined, out of the index, not back in the queue
+    state, summary = runs.run(key.rsplit("/", 1)[0] + "/")
+    assert runs.ledger(key).status == Status.QUARANTINED and runs.chunks(key) == []
+    assert summary is None or not summary.get("documents_quarantined"), summary
+    assert key not in _queue(live)
