@@ -23,6 +23,12 @@ def run_ingest(**conf: Any):
     from kb.settings import PipelineSettings
 
     dag = load_dag()
+    # Airflow 3.3.2's dag.test() rebuilds the DAG from its serialized form without the ids the
+    # metadata DB gives deadline alerts, and a run that succeeds then fails looking its deadline
+    # alert up by the serialized dict ('dict' object has no attribute 'hex'). Nothing fires a
+    # deadline without a scheduler anyway; the deadline is tested on the live stack
+    # (tests/observability/test_deadline.py).
+    dag.deadline = None
     dr = dag.test(run_conf={"prefix": "", "force": False, **conf})
     settings = PipelineSettings()
     summary = ObjectStore.from_settings().get_json(settings.artifacts_bucket, ArtifactKeys.run_summary(dr.run_id))
