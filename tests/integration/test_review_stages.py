@@ -18,7 +18,7 @@ def _extract_all(ctx, plan, run_id):
     return [extract(ctx, rng, run_id=run_id) for rng in plan.ranges]
 
 
-def test_accept_indexes_the_pages_that_passed_for_that_document_alone(kb_env):
+def test_accept_indexes_the_pages_that_passed_and_is_taken_up_once(kb_env):
     ctx = context()
     store, inbox = kb_env["store"], kb_env["inbox"]
     store.put_bytes(inbox, "accepted.pdf", make_pdf(coded_pages("accepted", 1) + ["", ""]))
@@ -66,3 +66,22 @@ def test_reextract_ocr_reads_every_page_with_the_ocr_backend(kb_env):
     pages = [p for key in _extract_all(ctx, again, "run-2") for p in store.get_json(kb_env["artifacts"], key)["pages"]]
     assert [p["page"] for p in pages] == [1, 2] and {p["backend"] for p in pages} == {"ppocr"}, pages
     assert "OCRME-001" in pages[0]["markdown"].replace(" ", "").upper() or "OCRME" in pages[0]["markdown"].upper()
+
+
+def test_reextract_limits_thresholds_apply_to_the_decided_document_alone(kb_env):
+    ctx = context()
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    for name in ("relaxed", "strict"):
+        store.put_bytes(inbox, f"{name}.pdf", make_pdf(coded_pages(name, 1) + ["", ""]))
+    first = plan_run(ctx, "run-1")
+    _extract_all(ctx, first, "run-1")
+    assert {r.status for r in index_batch(ctx, first.documents, "run-1")} == {Status.QUARANTINED}
+    ctx.ledger.decide(doc_id_for(inbox, "relaxed.pdf"), Decision.REEXTRACT_LIMITS, decided_by="alice",
+                      params={"quality": {"max_empty_page_share": 0.9}})
+    ctx.ledger.decide(doc_id_for(inbox, "strict.pdf"), Decision.REEXTRACT_LIMITS, decided_by="alice")
+    again = plan_run(ctx, "run-2")  # both in one run, one index batch
+    assert sorted(d.key for d in again.documents) == ["relaxed.pdf", "strict.pdf"]
+    _extract_all(ctx, again, "run-2")
+    results = {r.key: r.status for r in index_batch(ctx, again.documents, "run-2")}
+    assert results == {"relaxed.pdf": Status.INDEXED, "strict.pdf": Status.QUARANTINED}
+    assert [e.key for e in ctx.ledger.pending_reviews(inbox)] == ["strict.pdf"], "not fixed: back in the queue"

@@ -74,3 +74,24 @@ def test_drop_keeps_a_document_out_of_the_index_and_takes_it_off_the_queue(live)
     assert runs.ledger(key).status == Status.QUARANTINED and runs.chunks(key) == []
     assert summary is None or not summary.get("documents_quarantined"), summary
     assert key not in _queue(live)
+
+
+def test_reextract_limits_indexes_with_the_reviewers_threshold_and_records_it(live):
+    key = _quarantined(live, "relaxme")
+    other = _quarantined(live, "stillbad")
+    runs = live.runs
+
+    done = live.kb("review", "decide", key, "reextract-limits", "--param", "max_empty_page_share=0.9", "--wait",
+                   timeout=1200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert runs.ledger(key).status == Status.INDEXED and runs.chunks(key)
+    [decision] = Ledger.for_settings(runs.pipeline).decisions(doc_id_for(INBOX, key))
+    assert decision.params == {"quality": {"max_empty_page_share": 0.9}}, decision
+    # a decision about one document leaves another one where it was: quarantined, in the queue
+    state, _ = runs.run(other.rsplit("/", 1)[0] + "/")
+    assert runs.ledger(other).status == Status.QUARANTINED and other in _queue(live)
+
+    # an indexed document has nothing to decide: the review run says so, and nothing is recorded
+    again = live.kb("review", "decide", key, "drop", timeout=600)
+    assert again.returncode == 2 and "not_under_review" in again.stderr, again.stdout + again.stderr
+    assert len(Ledger.for_settings(runs.pipeline).decisions(doc_id_for(INBOX, key))) == 1
