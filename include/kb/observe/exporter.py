@@ -25,7 +25,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from kb.artifacts import ArtifactKeys
-from kb.errors import KbError
 from kb.ledger import Status, doc_id_for, pending_work
 from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
@@ -144,8 +143,10 @@ class PipelineCollector(Collector):
         for source, measure in (("summaries", self._runs), ("ledger", self._ledger), ("inbox", self._inbox)):
             try:
                 yield from list(measure())
-            except KbError as exc:
-                log.warning("%s could not be read: %s", source, exc)
+            except Exception as exc:  # noqa: BLE001 - one unreadable source must not fail the scrape
+                # (KbError from the store and the ledger; a read-only ledger role before the
+                # pipeline's first run finds no tables, which SQLAlchemy reports as its own error)
+                log.warning("%s could not be read: %s: %s", source, type(exc).__name__, exc)
                 self._errors[source] = self._errors.get(source, 0) + 1
             errors.add_metric([source], self._errors.get(source, 0))
         yield errors

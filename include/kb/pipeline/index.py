@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from kb import failpoints
 from kb.chunking import Chunk, chunk_document
 from kb.embedding import TextEmbedder, make_embedder
-from kb.errors import IncompleteExtraction, ValidationFailed
+from kb.errors import IncompleteExtraction, StorageUnavailable, ValidationFailed
 from kb.ledger import Decision, LedgerEntry, Status
+from kb.objectstore import ObjectInfo
 from kb.pipeline.accounting import OcrUsage, is_ocr_page
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PlannedDocument
@@ -46,6 +49,11 @@ class LoadedPages:
     @property
     def usage(self) -> OcrUsage:
         return OcrUsage.of_pages(self.pages)
+
+    @property
+    def by_backend(self) -> dict[str, int]:
+        """Pages that were read (not failed), by the backend that read them."""
+        return dict(Counter(p.get("backend") or "unknown" for p in self.pages if p.get("status") != FAILED))
 
     @property
     def failed(self) -> list[dict[str, Any]]:
@@ -233,10 +241,22 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
                 extract_seconds=p.loaded.extract_seconds, ocr_usage=p.loaded.usage.as_dict(),
                 record=record_failed_pages(ctx, document, failed, run_id) if failed else None,
                 pages_without_text=p.pages_without_text, seconds=round(p.seconds + time.perf_counter() - started, 3),
+                pages_by_backend=p.loaded.by_backend, searchable_seconds=_since_landing(ctx, obj),
             ))
             log.info("indexed %s: %d pages (%d failed), %d chunks", obj.key, document.page_count, len(failed),
                      len(p.ids))
     return results
+
+
+def _since_landing(ctx: Context, obj: ObjectInfo) -> float | None:
+    """Seconds from the version's landing in the inbox to now (the landing-to-searchable
+    promise, ``KB_SEARCHABLE_WITHIN_S``); None when S3 no longer has the version."""
+    try:
+        landed = ctx.store.landed_at(obj.bucket, obj.key, obj.version_id)
+    except StorageUnavailable as exc:  # the document is indexed; only the measure is lost
+        log.warning("landing time of %s unknown: %s", obj.key, exc)
+        return None
+    return None if landed is None else round((datetime.now(timezone.utc) - landed).total_seconds(), 3)
 
 
 def withdraw_partial_write(vs, document: PlannedDocument, entry: LedgerEntry | None) -> None:

@@ -96,6 +96,10 @@ class DocumentResult(_Record):
     next_attempt_at: str | None = None
     pages_without_text: int | None = None
     seconds: float | None = None
+    # indexed pages by the backend that read them (text_layer, ppocr, unlimited, ...)
+    pages_by_backend: dict[str, int] = field(default_factory=dict)
+    # from the version's landing in the inbox (its Last-Modified) to the end of its indexing
+    searchable_seconds: float | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

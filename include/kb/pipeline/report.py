@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 from kb.artifacts import ArtifactKeys
-from kb.ledger import Status
+from kb.ledger import Status, now_iso
 from kb.pipeline.accounting import OcrUsage, merge, usage_summary
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, Plan, Sensed, Swept
@@ -34,6 +35,7 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
         # the retire guard held this run's deletions: how many, of how many, which (some)
         "retire_held": sensed.retire_held.as_dict() if sensed.retire_held else None,
         "pages": sum(r.pages or 0 for r in indexed),
+        "pages_by_backend": dict(sum((Counter(r.pages_by_backend) for r in indexed), Counter())),
         "pages_failed": [{"key": r.key, **p} for r in indexed for p in r.failed_pages],
         "chunks": sum(r.chunks or 0 for r in indexed),
         "ranges": len(plan.ranges),
@@ -48,12 +50,15 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
         "documents": [{"key": r.key, "status": r.status.value, "pages": r.pages, "ocr_pages": r.ocr_pages,
                        "failed_pages": len(r.failed_pages), "ranges_split": r.ranges_split,
                        "extract_seconds": r.extract_seconds, "index_seconds": r.seconds, "code": r.code,
+                       "pages_by_backend": r.pages_by_backend, "searchable_seconds": r.searchable_seconds,
                        "ocr": _ocr(r.ocr_usage, gpu_cost_per_hour)}
                       for r in plan.quarantined + results],
         "limits": plan.limits,
         # what the retention sweep removed (None: the sweep failed)
         "retention": swept.as_dict() if swept else None,
         "seconds": seconds,
+        # when the run ended: the exporter's "last successful run" and its series' order
+        "finished_at": now_iso(),
     }
 
 

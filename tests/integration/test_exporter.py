@@ -1,0 +1,70 @@
+"""The pipeline exporter against the real S3 server and a SQLite ledger: what it publishes is
+what the run summaries, the ledger and the inbox say, with no document key in a label; a
+source it cannot read is counted and the others still answer."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kb.artifacts import ArtifactKeys
+from kb.ledger import LedgerEntry, Status
+from kb.ledger_db import Ledger
+from kb.observe.exporter import PipelineCollector
+from kb.settings import PipelineSettings
+
+
+def _scrape(collector) -> dict[tuple[str, tuple], float]:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_the_exporter_publishes_what_the_summaries_ledger_and_inbox_hold(kb_env):
+    store, settings = kb_env["store"], PipelineSettings()
+    ledger = Ledger.for_settings(settings, store)
+    indexed = store.put_bytes(kb_env["inbox"], "customer-7/indexed.pdf", b"%PDF-1.7 one")
+    waiting = store.put_bytes(kb_env["inbox"], "customer-7/waiting.pdf", b"%PDF-1.7 two")
+    ledger.put(LedgerEntry.new(indexed, Status.INDEXED))
+    store.put_json(kb_env["artifacts"], ArtifactKeys.run_summary("manual__1"), {
+        "documents_indexed": 1, "documents_quarantined": 1, "documents_failed": 0,
+        "quarantine": [{"key": "customer-7/bad.pdf", "code": "corrupt_pdf"}],
+        "pages_by_backend": {"textlayer": 4}, "ocr": {"pages": 0, "device_seconds": 0.0},
+        "documents": [{"key": "customer-7/indexed.pdf", "status": "indexed", "searchable_seconds": 95.0}],
+        "finished_at": "2026-12-01T10:00:00+00:00"})
+    collector = PipelineCollector(store, settings, ledger, min_interval_s=0)
+
+    got = _scrape(collector)
+    assert got[("kb_pipeline_documents_total", (("outcome", "indexed"),))] == 1
+    assert got[("kb_pipeline_quarantined_total", (("code", "corrupt_pdf"),))] == 1
+    assert got[("kb_pipeline_pages_total", (("backend", "textlayer"),))] == 4
+    assert got[("kb_pipeline_landing_to_searchable_seconds_bucket", (("le", "60.0"),))] == 0
+    assert got[("kb_pipeline_landing_to_searchable_seconds_bucket", (("le", "120.0"),))] == 1
+    assert got[("kb_pipeline_last_success_timestamp_seconds", ())] == 1796119200.0
+    assert got[("kb_ledger_documents", (("status", "indexed"),))] == 1
+    assert got[("kb_inbox_pending_documents", ())] == 1  # waiting.pdf
+    assert not any("customer-7" in value for _, labels in got for _, value in labels)
+
+    # a second run's summary adds to the counters; the indexed document leaves the work
+    ledger.put(LedgerEntry.new(waiting, Status.INDEXED))
+    store.put_json(kb_env["artifacts"], ArtifactKeys.run_summary("manual__2"), {
+        "documents_indexed": 1, "documents_failed": 1, "finished_at": "2026-12-01T11:00:00+00:00"})
+    got = _scrape(collector)
+    assert got[("kb_pipeline_documents_total", (("outcome", "indexed"),))] == 2
+    assert got[("kb_pipeline_runs_total", (("result", "failed"),))] == 1
+    assert got[("kb_pipeline_last_success_timestamp_seconds", ())] == 1796119200.0  # the failed run is not one
+    assert got[("kb_pipeline_last_run_timestamp_seconds", ())] == 1796122800.0
+    assert got[("kb_inbox_pending_documents", ())] == 0
+
+
+def test_an_unreadable_ledger_is_counted_and_the_runs_are_still_published(kb_env, tmp_path):
+    store, settings = kb_env["store"], PipelineSettings()
+    store.put_json(kb_env["artifacts"], ArtifactKeys.run_summary("manual__1"), {"documents_indexed": 3})
+    (tmp_path / "a-file").write_text("not a folder")
+    broken = Ledger(f"sqlite:///{tmp_path}/a-file/ledger.db")  # cannot be opened, nor created
+    got = _scrape(PipelineCollector(store, settings, broken, min_interval_s=0))
+    assert got[("kb_pipeline_documents_total", (("outcome", "indexed"),))] == 3
+    assert got[("kb_exporter_source_errors_total", (("source", "ledger"),))] == 1
+    assert ("kb_ledger_documents", (("status", "indexed"),)) not in got
