@@ -33,10 +33,21 @@ def _client_env():
 def cmd_up(args: argparse.Namespace) -> int:
     from kb import stack
 
-    st = stack.up(_stack_settings(), airflow=not args.no_airflow, distributed=args.distributed, workers=args.workers)
+    settings = _stack_settings()
+    if args.no_observe:
+        settings = settings.model_copy(update={"observe": False})
+    st = stack.up(settings, airflow=not args.no_airflow, distributed=args.distributed, workers=args.workers)
     print(f"up: S3 {st['s3']['endpoint']}, Airflow {st['airflow']['url'] if st['airflow']['running'] else '(not started)'}, "
           f"Qdrant {st['qdrant']['location']}")
+    if st.get("prometheus", {}).get("running"):
+        print(f"    Prometheus {st['prometheus']['url']}, alerts: `kb alerts`")
     return 0
+
+
+def cmd_alerts(args: argparse.Namespace) -> int:
+    from kb_dev.alerts_cli import show_alerts
+
+    return show_alerts(_stack_settings(), as_json=args.json, last=args.last)
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -448,7 +459,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "KB_OCR_REPLICA_PORTS, KB_AIRFLOW_EXTRA_WORKER_LOG_PORTS)")
     p.add_argument("--workers", type=int, choices=(1, 2), default=2,
                    help="with --distributed: 2 = one worker per queue (default, gpu); 1 = one worker for both")
+    p.add_argument("--no-observe", action="store_true",
+                   help="leave out the exporter, the StatsD bridge, the mail sink, Prometheus and Alertmanager "
+                        "(ports: KB_EXPORTER_PORT, KB_STATSD_PORT, KB_STATSD_HTTP_PORT, KB_MAIL_PORT, "
+                        "KB_PROMETHEUS_PORT, KB_ALERTMANAGER_PORT)")
     p.set_defaults(func=cmd_up)
+    p = sub.add_parser("alerts", help="the alerts the local stack sent (mail to the ops team, at its mail sink)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--last", type=int, default=20, help="the last N (0: all)")
+    p.set_defaults(func=cmd_alerts)
     sub.add_parser("down", help="stop what `kb up` started").set_defaults(func=cmd_down)
     p = sub.add_parser("status", help="report each part of the stack")
     p.add_argument("--json", action="store_true")

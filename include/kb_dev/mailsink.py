@@ -37,7 +37,10 @@ def run(host: str, port: int, folder: Path, password: str) -> None:
         return AuthResult(success=auth_data.login.decode() == USER and auth_data.password.decode() == password)
 
     controller = Controller(Handler(), hostname=host, port=port, authenticator=authenticator,
-                            auth_required=True, auth_require_tls=False, data_size_limit=10 * 1024 * 1024)
+                            auth_required=True, auth_require_tls=False, data_size_limit=10 * 1024 * 1024,
+                            # PLAIN only: Alertmanager's LOGIN expects the challenge "Username:", and
+                            # aiosmtpd's ("User Name") makes it give up ("unexpected server challenge")
+                            auth_exclude_mechanism=["LOGIN"])
     controller.start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
