@@ -95,8 +95,35 @@ def deliver(message: Message, channels: Iterable[str], send: Send,
     return done
 
 
+class LinesMessage:
+    """A run-level alert written as a subject and lines: the mail lists the lines, the webhook
+    posts them as one Slack section, with ``payload()`` under ``kb`` for machines. A subclass
+    gives ``subject``, ``lines`` and ``payload``."""
+
+    def lines(self) -> list[str]:
+        raise NotImplementedError
+
+    def payload(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def html(self) -> str:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())
+        return f"<p>{html.escape(self.subject)}</p><ul>{items}</ul>"
+
+    def slack(self) -> dict[str, Any]:
+        text = "\n".join(self.lines())
+        return {
+            "text": f"{self.subject}\n{text}",
+            "blocks": [
+                {"type": "header", "text": {"type": "plain_text", "text": self.subject[:150]}},
+                {"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}},
+            ],
+            "kb": self.payload(),
+        }
+
+
 @dataclass
-class RetireHeldAlert:
+class RetireHeldAlert(LinesMessage):
     """What the ops team receives when the retire guard stops a run's deletions."""
 
     hold: RetireHold
@@ -124,20 +151,8 @@ class RetireHeldAlert:
                    f"(and prefix={h.prefix!r} to keep the re-index small).")
         return out
 
-    def html(self) -> str:
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())
-        return f"<p>{html.escape(self.subject)}</p><ul>{items}</ul>"
-
-    def slack(self) -> dict[str, Any]:
-        text = "\n".join(self.lines())
-        return {
-            "text": f"{self.subject}\n{text}",
-            "blocks": [
-                {"type": "header", "text": {"type": "plain_text", "text": self.subject[:150]}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}},
-            ],
-            "kb": {"event": AlertEvent.RETIRE_HELD.value, "run_id": self.run_id, **self.hold.as_dict()},
-        }
+    def payload(self) -> dict[str, Any]:
+        return {"event": AlertEvent.RETIRE_HELD.value, "run_id": self.run_id, **self.hold.as_dict()}
 
 
 def send_retire_held_alert(ctx: Context, hold: RetireHold, channels: list[str], send: Send, run_id: str) -> int:
@@ -154,7 +169,7 @@ def send_retire_held_alert(ctx: Context, hold: RetireHold, channels: list[str], 
 
 
 @dataclass
-class DeadlineMissed:
+class DeadlineMissed(LinesMessage):
     """A run of the ingest DAG still unfinished past the searchable-within promise
     (``KB_SEARCHABLE_WITHIN_S``, counted from when the run was queued). Times are ISO 8601 UTC;
     nothing here is a secret (no connection, no document text)."""
@@ -188,20 +203,8 @@ class DeadlineMissed:
                    "waiting on the gpu_ocr pool or the OCR service, or retries, is the usual cause.")
         return out
 
-    def html(self) -> str:
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())
-        return f"<p>{html.escape(self.subject)}</p><ul>{items}</ul>"
-
-    def slack(self) -> dict[str, Any]:
-        text = "\n".join(self.lines())
-        return {
-            "text": f"{self.subject}\n{text}",
-            "blocks": [
-                {"type": "header", "text": {"type": "plain_text", "text": self.subject[:150]}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}},
-            ],
-            "kb": {"event": AlertEvent.DEADLINE_MISSED.value, **self.as_dict()},
-        }
+    def payload(self) -> dict[str, Any]:
+        return {"event": AlertEvent.DEADLINE_MISSED.value, **self.as_dict()}
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
