@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,6 +21,12 @@ from kb.stack import INGEST_DAG_ID
 
 REVIEW_DAG_ID = "kb_review"
 DECIDE_TASK = "decide"
+# Airflow 3.3.2 loses an answer given before the scheduler has handled the exit of the worker
+# that parked the task (AWAITING_INPUT): the answer queues the task again, and the worker's late
+# "success" event then marks the queued task failed ("state changed externally"; seen on the
+# live stack when `kb review decide` answered 0.1 s after the question appeared). A person never
+# answers that fast; the command waits until the task has been parked this long.
+ANSWER_SETTLE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -64,11 +71,28 @@ def request_for(client: AirflowClient, key: str, timeout_s: float = 180.0, poll_
         time.sleep(poll_s)
 
 
+def _parked(client: AirflowClient, request: HitlRequest, timeout_s: float, poll_s: float = 0.5) -> None:
+    """Wait until ``request``'s task is parked for an answer and has been for ANSWER_SETTLE_S."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = {(ti["task_id"], ti.get("map_index", -1)): ti["state"]
+                  for ti in client.task_instances(request.dag_id, request.run_id)}
+        if states.get((request.task_id, request.map_index)) == "awaiting_input":
+            break
+        if time.monotonic() > deadline:
+            raise AirflowApiError(f"{request.dag_id} run {request.run_id}: {request.task_id} never waited for an "
+                                  f"answer within {timeout_s:.0f}s")
+        time.sleep(poll_s)
+    asked = datetime.fromisoformat(request.created_at.replace("Z", "+00:00"))
+    time.sleep(max(0.0, ANSWER_SETTLE_S - (datetime.now(timezone.utc) - asked).total_seconds()))
+
+
 def decide(client: AirflowClient, key: str, decision: Decision | str, quality: dict[str, Any] | None = None,
            timeout_s: float = 180.0) -> Decided:
     """Answer ``key``'s review through the REST API (starting a ``kb_review`` run if none waits)."""
     decision = Decision(decision)
     request = request_for(client, key, timeout_s)
+    _parked(client, request, timeout_s)
     # the task's form has exactly these params; an answer must give each of them
     response = client.respond(request, [str(decision)], {"quality": dict(quality or {})})
     return Decided(key, decision, request.run_id, response)
