@@ -48,7 +48,7 @@ def alert_cases(test_file: Path) -> list[tuple[str, bool]]:
     return cases
 
 
-def tested_rule_files() -> set[Path]:
+def rule_files_under_test() -> set[Path]:
     files = set()
     for test_file in TEST_FILES:
         for name in yaml.safe_load(test_file.read_text())["rule_files"]:
@@ -75,7 +75,7 @@ def test_every_promtool_unit_test_passes(test_file):
 
 
 def test_every_rule_file_is_loaded_by_some_test_file():
-    untested = {p.name for p in RULE_FILES if p.resolve() not in tested_rule_files()}
+    untested = {p.name for p in RULE_FILES if p.resolve() not in rule_files_under_test()}
     assert not untested, f"rule files no promtool test loads: {sorted(untested)}"
 
 
