@@ -27,9 +27,11 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, task
 
+from kb.decisions import Decision
+
 # Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
 
-DECISIONS = ["accept", "reextract-ocr", "reextract-limits", "drop"]  # kb.ledger.Decision's values
+DECISIONS = [d.value for d in Decision]
 
 
 def _ledger():

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kb.decisions import Decision
 from kb.errors import KbError
 
 
@@ -490,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = review_sub.add_parser("decide", help="decide about a quarantined document through Airflow's REST API "
                                              "(answers its kb_review run, starting one if none waits)")
     b.add_argument("key", help="the document's inbox key")
-    b.add_argument("decision", choices=("accept", "reextract-ocr", "reextract-limits", "drop"))
+    b.add_argument("decision", choices=[d.value for d in Decision])
     b.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="a quality threshold for this document alone (repeat), e.g. max_empty_page_share=0.9")
     b.add_argument("--wait", action="store_true", help="follow the review run and the kb_ingest run it triggers")

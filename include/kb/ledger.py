@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, Iterable
 
+from kb.decisions import Decision  # noqa: F401  (the ledger's vocabulary; imported from here too)
 from kb.objectstore import ObjectInfo
 
 DOC_NAMESPACE = uuid.UUID("0b7c4d1e-2f3a-5b6c-8d9e-0a1b2c3d4e5f")
@@ -23,20 +24,6 @@ class Status(StrEnum):
     QUARANTINED = "quarantined"  # the version's own defect: only a new version, or a review decision, reopens it
     FAILED = "failed"  # a failure that may pass: tried again, after a backoff, until max_attempts
     DELETED = "deleted"
-
-
-class Decision(StrEnum):
-    """What a reviewer decided about a quarantined version (``kb_review``)."""
-
-    ACCEPT = "accept"  # index the pages that passed: the pages gate is not applied to this version
-    REEXTRACT_OCR = "reextract-ocr"  # read every page with the OCR backend, no text layer
-    REEXTRACT_LIMITS = "reextract-limits"  # read again, failed pages too, with other quality thresholds
-    DROP = "drop"  # leave it out of the index; it leaves the review queue
-
-    @property
-    def reopens(self) -> bool:
-        """Whether the decision makes the quarantined version due again."""
-        return self is not Decision.DROP
 
 
 def doc_id_for(bucket: str, key: str) -> str:

@@ -17,11 +17,13 @@ import email
 import email.policy
 import html
 import json
+import os
 import re
 import shutil
 import socket
 import sys
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,8 +32,7 @@ import yaml
 
 from kb.settings import StackSettings
 from kb.stack import (
-    REPO_ROOT, check_ports_free, part_pid, secrets_path, read_env_file, start_process, stop_part, wait_until,
-    _write_private,
+    REPO_ROOT, check_ports_free, part_pid, start_process, stop_part, wait_until, _write_private,
 )
 
 RULES = REPO_ROOT / "include" / "config" / "prometheus" / "rules"
@@ -111,7 +112,7 @@ def start(s: StackSettings, secrets_: dict[str, str], pipeline_env: dict[str, st
     if not any(part_pid(s, p) for p in PARTS):
         check_ports_free(s.host, wanted)
     python, venv = sys.executable, Path(sys.executable).parent
-    base = {k: v for k, v in __import__("os").environ.items()}
+    base = dict(os.environ)
     if not part_pid(s, "mail"):
         env = {**base, "KB_MAIL_SINK_PASSWORD": secrets_["KB_MAIL_SINK_PASSWORD"]}
         pid = start_process(s, "mail", [python, "-m", "kb_dev.mailsink", "--host", s.host, "--port", str(s.mail_port),
@@ -200,13 +201,7 @@ def sent_alerts(s: StackSettings, limit: int | None = None) -> list[SentAlert]:
     out = []
     for path in files[-limit:] if limit else files:
         message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
-        from datetime import datetime, timezone
-
         received = datetime.fromtimestamp(int(path.name.split("-")[0]) / 1e9, timezone.utc)
         out.append(SentAlert(received.isoformat(timespec="seconds"), str(message.get("From", "")),
                              str(message.get("To", "")), str(message.get("Subject", "")), _text(message)))
     return out
-
-
-def mail_password(s: StackSettings) -> str | None:
-    return read_env_file(secrets_path(s.state_dir)).get("KB_MAIL_SINK_PASSWORD")
