@@ -9,14 +9,14 @@ both apply, so their numbers cannot disagree.
 
 from __future__ import annotations
 
+from ocr_engine.backends.registry import BUILTIN_REGISTRY
 from ocr_engine.schema import FAILED
 
-TEXTLAYER = "textlayer"
 HOUR_S = 3600.0
 
 
 def read_by_ocr(backend: str | None, status: str | None) -> bool:
-    return backend not in (None, "", TEXTLAYER) and status != FAILED
+    return bool(backend) and not BUILTIN_REGISTRY.reads_text_layer(backend) and status != FAILED
 
 
 def device_time(device_seconds: float | None, seconds: float) -> float:

@@ -55,8 +55,8 @@ class PageClock:
         return {"estimate": round(float(estimate), 4), "prior": prior, "observed_p50": p50, "observed_p90": p90,
                 "samples": len(samples)}
 
-    def snapshot(self) -> dict[str, dict[str, float | int | None]]:
-        """One row per backend with a prior or an observation."""
+    def snapshot(self, backends: tuple[str, ...] = ()) -> dict[str, dict[str, float | int | None]]:
+        """One row per backend with a prior or an observation, and per one of ``backends``."""
         with self._lock:
-            names = sorted(set(self.priors) | set(self._samples))
+            names = sorted(set(self.priors) | set(self._samples) | set(backends))
         return {name: self._row(name) for name in names}

@@ -58,6 +58,11 @@ class PageResult:
     width: float | None = None
     height: float | None = None
 
+    @classmethod
+    def failed(cls, page: int, backend: str, exc: Exception) -> "PageResult":
+        """A page whose backend raised: it fails alone, the rest of the document goes on."""
+        return cls(page=page, markdown="", backend=backend, status=FAILED, reason=f"{type(exc).__name__}: {exc}")
+
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         # fields most blocks lack (a table's grid, a heading's level) only where they are set

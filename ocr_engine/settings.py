@@ -14,6 +14,8 @@ class EngineSettings(BaseSettings):
     # Unlimited OCR weights: a local folder with a sha256 manifest. None: no `unlimited` backend.
     model_dir: Path | None = None
     device: str = "auto"  # auto | cpu | cuda
+    # What `auto` sends scanned pages to: a registered OCR backend (unlimited | ppocr), or auto:
+    # unlimited where model_dir is set, else ppocr (backends/registry.py).
     ocr_backend: str = Field("auto", description="what `auto` uses for scanned pages: auto | unlimited | ppocr")
 
     dpi: int = Field(150, ge=36, le=600)

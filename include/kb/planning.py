@@ -15,18 +15,21 @@ import pymupdf
 
 from kb.limits import RangeLimits
 from kb.settings import PipelineSettings
-from ocr_engine.router import OCR, route
+from ocr_engine.router import text_layer_pages
 
 TEXT = "text"
 SCANNED = "scanned"
 
 
 def classify_pages(doc: pymupdf.Document, min_chars: int) -> list[str]:
-    """Per page, ``text`` when its text layer is usable, else ``scanned``: the engine's own
-    routing rule, with the ``min_chars`` its reader publishes (``RangeLimits.min_text_chars``),
-    so the plan and the extract tasks agree on which pages need OCR."""
-    routes = route(doc, list(range(1, doc.page_count + 1)), min_chars)
-    return [SCANNED if routes[n] == OCR else TEXT for n in sorted(routes)]
+    """Per page, ``text`` when its text layer is usable, else ``scanned``, by the engine's own
+    rule (``ocr_engine.router.text_layer_pages``). Given the ``min_chars`` the reader
+    publishes (``RangeLimits.min_text_chars``), the pages marked scanned are exactly those
+    the engine's ``auto`` route sends to its OCR backend (tests/ocr_engine/test_registry.py
+    checks it on mixed pages)."""
+    pages = list(range(1, doc.page_count + 1))
+    text = text_layer_pages(doc, pages, min_chars)
+    return [TEXT if n in text else SCANNED for n in pages]
 
 
 @dataclass(frozen=True)

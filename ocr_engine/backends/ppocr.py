@@ -12,13 +12,16 @@ import time
 from functools import cached_property
 
 import numpy as np
+import pymupdf
 
+from ocr_engine.backends.interface import Backend, Call
+from ocr_engine.backends.registry import BackendName
 from ocr_engine.layout import Line, to_blocks
 from ocr_engine.render import RenderedPage
 from ocr_engine.schema import EMPTY, OK, PageResult, count_chars
 from ocr_engine.spacing import restore_spaces
 
-NAME = "ppocr"
+NAME = BackendName.PPOCR.value
 
 def _char_positions(text: str, word_info: list, crop_width: int) -> list[float]:
     """The x of each character of ``text`` in its crop, from the recogniser's CTC columns
@@ -31,8 +34,11 @@ def _char_positions(text: str, word_info: list, crop_width: int) -> list[float]:
     return [(c + 0.5) * crop_width / columns for c in flat]
 
 
-class PPOCRBackend:
+class PPOCRBackend(Backend):
+    """Page by page (no call limits, no KV cache); the ONNX models load on the first page."""
+
     name = NAME
+    weights_digest = None  # the models ship inside the wheel: its version names them
 
     def __init__(self, max_side: int = 960) -> None:
         self.max_side = max_side
@@ -102,3 +108,19 @@ class PPOCRBackend:
             chars=chars, confidence=confidence, model_version=self.model_version,
             seconds=round(time.perf_counter() - started, 4), width=page_width_pt, height=page_height_pt,
         )
+
+    def parse(self, doc: pymupdf.Document, pages: list[int], call: Call) -> list[PageResult]:
+        out = []
+        tick = time.perf_counter()
+        for rendered in call.render(doc, pages):
+            call.check_cancel()
+            rect = doc.load_page(rendered.page - 1).rect
+            try:
+                result = self.recognize(rendered, rect.width, rect.height)
+            except Exception as exc:  # one unreadable page fails alone
+                result = PageResult.failed(rendered.page, NAME, exc)
+            # a page's time is what a caller waits for it: rendering included
+            now = time.perf_counter()
+            result.seconds, tick = round(now - tick, 4), now
+            out.append(result)
+        return out

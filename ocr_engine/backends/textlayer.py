@@ -15,8 +15,12 @@ import unicodedata
 
 import pymupdf
 
+from ocr_engine.backends.interface import Backend, Call
+from ocr_engine.backends.registry import BackendName
 from ocr_engine.schema import EMPTY, OK, Block, PageResult, block_markdown, count_chars
 from ocr_engine.tables import ruled_tables
+
+NAME = BackendName.TEXTLAYER.value
 
 
 def _is_cjk(ch: str) -> bool:
@@ -169,7 +173,7 @@ def extract_page(page: pymupdf.Page) -> PageResult:
         page=page.number + 1,
         markdown=markdown,
         blocks=blocks,
-        backend="textlayer",
+        backend=NAME,
         status=OK if chars else EMPTY,
         chars=chars,
         seconds=round(time.perf_counter() - started, 4),
@@ -181,3 +185,18 @@ def extract_page(page: pymupdf.Page) -> PageResult:
 def extract_range(doc: pymupdf.Document, first: int, last: int) -> list[PageResult]:
     """Pages ``first``..``last`` (1-based, inclusive), one page loaded at a time."""
     return [extract_page(doc.load_page(n - 1)) for n in range(first, last + 1)]
+
+
+class TextLayerBackend(Backend):
+    """Reads pages one at a time under the engine's MuPDF lock; no model, no call limits."""
+
+    name = NAME
+    model_version = f"PyMuPDF {pymupdf.__version__}"
+    weights_digest = None
+
+    def parse(self, doc: pymupdf.Document, pages: list[int], call: Call) -> list[PageResult]:
+        results = []
+        for n in pages:
+            call.check_cancel()
+            results.append(extract_page(doc.load_page(n - 1)))
+        return results

@@ -1,9 +1,9 @@
 """The OCR service: ``POST /v1/parse``, ``GET /v1/limits``, ``GET /health``, ``GET /ready``,
 ``GET /metrics``.
 
-Admission: on the ``unlimited`` backend a request first reserves the KV cache its
-ranges will hold (``admission.py``: 413 if it never could fit, a wait in order if it
-does not fit yet). Then at most ``max_concurrency`` requests hold an engine slot and at
+Admission: where the OCR backend holds a KV cache (``unlimited``), a request first
+reserves the KV cache its ranges will hold (``admission.py``: 413 if it never could fit,
+a wait in order if it does not fit yet). Then at most ``max_concurrency`` requests hold an engine slot and at
 most ``max_queue`` wait for one; the next is answered 429 with Retry-After at once. A request
 that waits longer than ``queue_timeout_s`` for the engine is answered 429 too: the wait
 says nothing about the range. Once the engine starts on it, a request past
@@ -36,7 +36,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ocr_engine import cost
 from ocr_engine import errors as engine_errors
-from ocr_engine.engine import BACKENDS, OcrEngine
+from ocr_engine.backends.registry import AUTO
+from ocr_engine.engine import OcrEngine
 from ocr_engine.service import contract
 from ocr_engine.service import errors as E
 from ocr_engine.service.admission import KvAdmission
@@ -90,8 +91,8 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
 
         doc = pymupdf.open()
         doc.new_page().insert_text((72, 72), "warm-up page for the OCR service", fontsize=12)
-        engine.parse_pdf(doc.tobytes(), backend="auto")
-        engine.parse_pdf(doc.tobytes(), backend=engine.ocr_backend_name())  # loads the OCR model
+        engine.parse_pdf(doc.tobytes(), backend=AUTO)
+        engine.parse_pdf(doc.tobytes(), backend=engine.ocr_backend_name)  # loads the OCR model
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -99,16 +100,16 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         if settings.warmup:
             await asyncio.get_running_loop().run_in_executor(executor, warm)
             engine.clock.clear()  # the warm-up's pages include loading the models: not a page's pace
-        ocr = engine.ocr_backend_name()
-        model = engine.unlimited if ocr == "unlimited" else engine.ppocr
-        metrics.info.info({"backend": ocr, "model_version": str(model.model_version),
-                           "weights_digest": str(getattr(model, "weights_digest", "") or "")})
-        if ocr == "unlimited":  # measured on a GPU: after the warm-up, so the weights are in
-            capacity = await asyncio.get_running_loop().run_in_executor(executor, lambda: model.kv_capacity)
+        ocr = engine.backend(engine.ocr_backend_name)
+        metrics.info.info({"backend": ocr.name, "model_version": str(ocr.model_version),
+                           "weights_digest": str(ocr.weights_digest or "")})
+        # measured on a GPU: after the warm-up, so the weights are in
+        capacity = await asyncio.get_running_loop().run_in_executor(executor, ocr.kv_capacity)
+        if capacity is not None:  # the OCR backend holds a KV cache
             state["admission"] = KvAdmission(capacity, max_queue=settings.max_queue,
                                              retry_after_s=settings.retry_after_s, metrics=metrics)
         state["ready"] = True
-        _log("ready", backend=ocr)
+        _log("ready", backend=ocr.name)
         yield
         state["draining"] = True  # uvicorn now waits for requests in flight (drain_timeout_s)
         _log("draining")
@@ -197,14 +198,15 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         file: UploadFile | None = File(None),
         s3_uri: str | None = Form(None),
         pages: str | None = Form(None),
-        backend: str = Form("auto"),
+        backend: str = Form(AUTO),
         output: str = Form("json"),
     ):
         queue_deadline = time.monotonic() + settings.queue_timeout_s
         if not state["ready"] or state["draining"]:
             raise E.NotReady("the service is not ready")
-        if backend not in BACKENDS:
-            raise E.BadRequest(f"backend must be one of {', '.join(BACKENDS)}", code="bad_backend")
+        requestable = engine.registry.requestable()
+        if backend not in requestable:
+            raise E.BadRequest(f"backend must be one of {', '.join(requestable)}", code="bad_backend")
         if output not in ("json", "markdown"):
             raise E.BadRequest("output must be json or markdown", code="bad_output")
         if (file is None) == (s3_uri is None):
@@ -219,13 +221,13 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
                                 headers={"Retry-After": str(settings.retry_after_s)})
 
         admission: KvAdmission | None = state["admission"]
-        ticket = None
+        ticket = routes = None
         if admission is not None:
-            try:  # what the range will hold: its pages that OCR reads (a bad document is 422 here)
-                ocr_pages = await anyio.to_thread.run_sync(engine.ocr_pages, data, first, last, backend)
+            try:  # what the range will hold: the calls of its pages (a bad document is 422 here)
+                routes = await anyio.to_thread.run_sync(engine.route, data, first, last, backend)
+                nbytes = engine.kv_bytes(routes)
             except engine_errors.EngineError as exc:
                 raise E.from_engine(exc) from exc
-            nbytes = engine.kv_bytes(ocr_pages, backend)
             if nbytes:
                 ticket = await admission.admit(nbytes, max(0.0, queue_deadline - time.monotonic()))
         try:
@@ -255,7 +257,7 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
             if cancel.is_set():  # the request stopped waiting before the engine was free
                 raise engine_errors.Cancelled("the request stopped waiting for the engine")
             # the decoder waits for the ranges of admitted requests, to batch them
-            with engine.expecting() if ticket is not None else contextlib.nullcontext():
+            with engine.expecting(routes) if ticket is not None else contextlib.nullcontext():
                 return engine.parse_pdf(data, first, last, backend, max_pages=settings.max_pages_per_request,
                                         cancel=cancel, on_start=lambda: loop.call_soon_threadsafe(began.set))
 
@@ -349,8 +351,11 @@ def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int)
     ranges to it)."""
     if admission is None:
         return None
-    bound = engine.unlimited.bound
-    typical = min(max_pages, engine.unlimited.pages_per_call)
+    limits = engine.backend(engine.ocr_backend_name).limits()
+    bound = limits.kv_bound
+    if bound is None:
+        return None
+    typical = min(max_pages, limits.pages_per_call)
     return {
         "budget_bytes": admission.capacity, "reserved_bytes": admission.reserved,
         "admitted_sequences": admission.sequences, "waiting": admission.waiting,
@@ -360,7 +365,7 @@ def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int)
         "capacity_sequences": bound.sequences(admission.capacity, typical),
         # the largest range that could ever be admitted; more pages are 413
         "max_pages": bound.max_pages(admission.capacity),
-        "max_batch": engine.settings.max_batch,
+        "max_batch": limits.max_batch,
     }
 
 

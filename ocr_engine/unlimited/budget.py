@@ -42,18 +42,11 @@ MULTI_PAGE_PROMPT = "Multi page parsing."
 
 def budget_for(processor, text_config, context_length: int, output_tokens_per_page: int) -> TokenBudget:
     """The budget of a model folder's processor and text config: the loaded backend and a
-    planner that never loads the weights both call this, so they cannot disagree."""
+    planner that reads only the config files (``UnlimitedBackend.limits`` before loading)
+    both call this, so they cannot disagree."""
     size = processor.image_processor.size
     visual = visual_tokens_base_mode(max(size.height, size.width), processor.patch_size, processor.downsample_ratio)
     prompt = len(processor.tokenizer(MULTI_PAGE_PROMPT)["input_ids"]) + 4  # the chat template's few tokens
     context = min(context_length, text_config.max_position_embeddings)
     return TokenBudget(context, visual, prompt, output_tokens_per_page)
 
-
-def budget_of_folder(model_dir, context_length: int, output_tokens_per_page: int) -> TokenBudget:
-    """The budget read from the folder's processor and config files, without loading weights."""
-    from transformers import AutoConfig, AutoProcessor
-
-    processor = AutoProcessor.from_pretrained(model_dir, local_files_only=True)
-    config = AutoConfig.from_pretrained(model_dir, local_files_only=True)
-    return budget_for(processor, config.get_text_config(), context_length, output_tokens_per_page)

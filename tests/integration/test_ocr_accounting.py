@@ -62,7 +62,7 @@ def test_the_run_summary_of_a_scanned_document_carries_the_accounting_fields(kb_
     summary = ctx.store.get_json(ctx.artifacts, ArtifactKeys.run_summary(run_id))
     ocr = summary["ocr"]
     assert ocr["pages"] == PAGES, "every scanned page read by OCR, none failed"
-    visual = tiny_engine.unlimited.visual_tokens_per_page
+    visual = tiny_engine.limits().token_budget.visual_tokens_per_page
     assert visual > 0 and ocr["tokens_in"] == PAGES * visual
     assert ocr["tokens_out"] > 0
     assert ocr["service_seconds"] > 0

@@ -33,7 +33,7 @@ def pages(n: int, seed: int = 0) -> list[Image.Image]:
 
 def test_loads_through_the_verified_loader_and_returns_one_result_per_page(tiny_dir):
     backend = UnlimitedBackend(tiny_dir, EngineSettings(max_new_tokens_per_page=24))
-    results = backend.parse(pages(3), [4, 5, 6], [(595.0, 842.0)] * 3)
+    results = backend.read_images(pages(3), [4, 5, 6], [(595.0, 842.0)] * 3)
     assert [r.page for r in results] == [4, 5, 6]
     for r in results:
         assert r.backend == "unlimited"
@@ -47,7 +47,7 @@ def test_loads_through_the_verified_loader_and_returns_one_result_per_page(tiny_
 @pytest.mark.parametrize("kind", ["static", "dynamic"])
 def test_the_cache_stays_bounded_once_generation_passes_the_window(tiny_dir, kind):
     backend = UnlimitedBackend(tiny_dir, EngineSettings(max_new_tokens_per_page=5 * WINDOW, cache=kind))
-    results = backend.parse(pages(2), [1, 2], [(595.0, 842.0)] * 2)
+    results = backend.read_images(pages(2), [1, 2], [(595.0, 842.0)] * 2)
     text = backend.model.config.text_config
     per_token = bytes_per_token(text.num_hidden_layers, text.num_key_value_heads,
                                 text.hidden_size // text.num_attention_heads, torch.float32)
@@ -101,8 +101,10 @@ def _flip_last_byte(folder):
 def test_a_damaged_weights_folder_is_refused_before_loading(tiny_dir, tmp_path, damage, message):
     folder = shutil.copytree(tiny_dir, tmp_path / "weights")
     damage(folder)
+    backend = UnlimitedBackend(folder)  # cheap: nothing is read until first use
     with pytest.raises(ModelIntegrityError, match=message):
-        UnlimitedBackend(folder)
+        backend.load()
+    assert not backend.loaded
 
 
 def test_output_is_split_into_pages_and_detections_into_blocks():
@@ -159,9 +161,16 @@ def test_the_engine_publishes_the_loaded_backends_token_budget_without_loading_w
     settings = EngineSettings(model_dir=tiny_dir, max_new_tokens_per_page=24)
     engine = OcrEngine(settings)
     planner_view = engine.limits()  # read from the folder's config files
-    assert "unlimited" not in engine.__dict__, "planning must not load the weights"
-    loaded = UnlimitedBackend(tiny_dir, settings).budget()
+    planner_backend = engine.backend("unlimited")
+    assert isinstance(planner_backend, UnlimitedBackend)
+    assert not planner_backend.loaded, "planning must not load the weights"
+    backend = UnlimitedBackend(tiny_dir, settings)
+    backend.load()
+    assert backend.loaded
+    loaded = backend.budget()
     assert planner_view.ocr_backend == "unlimited"
     assert planner_view.token_budget == loaded
     assert planner_view.max_pages_per_call == loaded.max_pages() >= 1
     assert planner_view.as_dict()["token_budget"]["max_pages"] == loaded.max_pages()
+    # the KV bound the service admits by, from the config files alone, is the loaded model's
+    assert planner_backend.limits().kv_bound == backend.bound and not planner_backend.loaded
