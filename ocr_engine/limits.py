@@ -1,23 +1,32 @@
 """What the engine can take in one call, and how fast it goes: for whoever plans its work.
 
-The OCR service publishes this beside its own request limits (``GET /v1/limits``); the
-pipeline's planner reads it from there, or straight from the engine when it runs the
-engine in process. Nobody else keeps a copy of these numbers.
+The OCR service publishes this beside its own request limits (``GET /v1/limits``, whose
+shape is ``service.contract.PublishedLimits``); the pipeline's planner reads it from there,
+or straight from the engine when it runs the engine in process. Nobody else keeps a copy
+of these numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, fields
+from typing import Any, TypeVar
 
 from ocr_engine.unlimited.budget import TokenBudget
+
+R = TypeVar("R")
+
+
+def from_fields(cls: type[R], data: dict[str, Any], **typed: Any) -> R:
+    """A record of a flat dataclass from its published dict: every field must be there;
+    fields a newer writer added are left out. ``typed`` gives fields already parsed."""
+    return cls(**{f.name: typed[f.name] if f.name in typed else data[f.name] for f in fields(cls)})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
 class EngineLimits:
     # what the ``auto`` route uses for pages without a usable text layer
     ocr_backend: str
-    # the pages one generate call takes (the token budget); None where pages go one by one
+    # the pages one call of that backend takes; None where pages go one by one
     max_pages_per_call: int | None
     token_budget: TokenBudget | None
     # expected seconds per page, by backend (``textlayer`` included), from pace.PageClock
@@ -33,3 +42,8 @@ class EngineLimits:
         if self.token_budget is not None:
             out["token_budget"]["max_pages"] = self.token_budget.max_pages()
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EngineLimits":
+        budget = data["token_budget"]
+        return from_fields(cls, data, token_budget=from_fields(TokenBudget, budget) if budget is not None else None)

@@ -1,17 +1,23 @@
 """What one page range may be, as its owners say: the OCR service or the engine.
 
 The service publishes its request limits and the engine's token budget and pace at
-``GET /v1/limits`` (``OcrClient.limits``); in local mode the engine answers in process
+``GET /v1/limits`` (``OcrClient.limits``, read through the service's contract,
+``PublishedLimits``); in local mode the engine answers in process
 (``RangeLimits.from_engine``). The planner cuts ranges from one of these, never from a
 copy of their numbers.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
-TEXTLAYER = "textlayer"
+from ocr_engine.backends.registry import BackendName
+from ocr_engine.limits import EngineLimits
+from ocr_engine.service.contract import PublishedLimits, RequestLimits
+
+if TYPE_CHECKING:
+    from ocr_engine.engine import OcrEngine
 
 
 @dataclass(frozen=True)
@@ -30,30 +36,31 @@ class RangeLimits:
     min_text_chars: int = 0
 
     @classmethod
-    def from_engine_dict(cls, engine: dict[str, Any], source: str, request: dict[str, Any] | None = None) -> "RangeLimits":
-        """From ``EngineLimits.as_dict()`` (and the service's ``request`` part, if any)."""
-        request = request or {}
-        pace = engine["seconds_per_page"]
-        ocr = engine["ocr_backend"]
+    def of(cls, engine: EngineLimits, source: str, request: RequestLimits | None = None,
+           max_pages_kv: int | None = None) -> "RangeLimits":
+        """From the engine's limits (and the service's request limits and KV budget, if any)."""
+        pace = engine.seconds_per_page
         return cls(
-            source=source, ocr_backend=ocr,
-            text_seconds_per_page=float(pace[TEXTLAYER]), scanned_seconds_per_page=float(pace[ocr]),
-            max_pages=request.get("max_pages"), max_bytes=request.get("max_bytes"), timeout_s=request.get("timeout_s"),
-            queue_timeout_s=request.get("queue_timeout_s"),
-            max_pages_per_call=engine.get("max_pages_per_call"), min_text_chars=int(engine["min_text_chars"]),
+            source=source, ocr_backend=engine.ocr_backend,
+            text_seconds_per_page=float(pace[BackendName.TEXTLAYER]),
+            scanned_seconds_per_page=float(pace[engine.ocr_backend]),
+            max_pages=request.max_pages if request else None, max_bytes=request.max_bytes if request else None,
+            timeout_s=request.timeout_s if request else None,
+            queue_timeout_s=request.queue_timeout_s if request else None,
+            max_pages_per_call=engine.max_pages_per_call, max_pages_kv=max_pages_kv,
+            min_text_chars=engine.min_text_chars,
         )
 
     @classmethod
-    def from_service(cls, body: dict[str, Any], source: str) -> "RangeLimits":
-        """From the body of the OCR service's ``GET /v1/limits``."""
-        limits = cls.from_engine_dict(body["engine"], source, body["request"])
-        kv = body.get("kv") or {}
-        return replace(limits, max_pages_kv=kv.get("max_pages"))
+    def from_service(cls, published: PublishedLimits, source: str) -> "RangeLimits":
+        """From the OCR service's ``GET /v1/limits``, as its contract reads the body."""
+        return cls.of(published.engine, source, published.request,
+                      published.kv.max_pages if published.kv is not None else None)
 
     @classmethod
-    def from_engine(cls, engine) -> "RangeLimits":
+    def from_engine(cls, engine: "OcrEngine") -> "RangeLimits":
         """An ``OcrEngine`` in this process (local mode): no request limits, its budget and pace."""
-        return cls.from_engine_dict(engine.limits().as_dict(), "engine")
+        return cls.of(engine.limits(), "engine")
 
     @property
     def answer_within_s(self) -> float | None:

@@ -29,7 +29,7 @@ import httpx
 
 from kb.errors import DocumentError, InfrastructureError, RangeTimedOut, RangeTooLarge
 from kb.limits import RangeLimits
-from ocr_engine.service.contract import Scope, refusal_of
+from ocr_engine.service.contract import PublishedLimits, Scope, refusal_of
 
 RETRY_STATUSES = {429, 503}  # resent here, with backoff; other ``retry`` answers fail the task
 
@@ -76,11 +76,16 @@ class OcrClient:
 
     def limits(self) -> RangeLimits:
         """The service's published limits (``GET /v1/limits``), with the same retries as parse."""
-        return RangeLimits.from_service(self.published_limits(), self.base_url)
+        return RangeLimits.from_service(self.published(), self.base_url)
+
+    def published(self) -> PublishedLimits:
+        """The body of ``GET /v1/limits``, read through the service's contract."""
+        body = self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
+        return PublishedLimits.from_dict(body)
 
     def published_limits(self) -> dict[str, Any]:
-        """The body of ``GET /v1/limits`` as the service wrote it."""
-        return self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
+        """The same body as the contract reads it (what it does not know left out)."""
+        return self.published().as_dict()
 
     def parse(self, data: bytes, first: int, last: int, backend: str = "auto",
               read_timeout_s: float | None = None) -> list[dict[str, Any]]:

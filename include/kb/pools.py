@@ -28,10 +28,12 @@ class ReplicaCapacity:
 
 def capacity_of(url: str, limits: dict[str, Any]) -> ReplicaCapacity:
     """One replica's capacity from the body of its ``GET /v1/limits``."""
-    kv = limits.get("kv")
-    if kv:
-        return ReplicaCapacity(url, int(kv["capacity_sequences"]), "kv")
-    return ReplicaCapacity(url, int(limits["request"]["max_concurrency"]), "concurrency")
+    from ocr_engine.service.contract import PublishedLimits
+
+    published = PublishedLimits.from_dict(limits)
+    if published.kv is not None:
+        return ReplicaCapacity(url, published.kv.capacity_sequences, "kv")
+    return ReplicaCapacity(url, published.request.max_concurrency, "concurrency")
 
 
 def replica_capacities(urls: list[str], api_key: str | None) -> list[ReplicaCapacity]:

@@ -178,19 +178,12 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
     async def limits():
         """What one request may be, and the engine's token budget and pace: clients cut
         their page ranges from this, so the numbers have one owner."""
-        return {
-            "request": {
-                "max_pages": settings.max_pages_per_request,
-                "max_bytes": settings.max_file_bytes,
-                "timeout_s": settings.request_timeout_s,
-                "queue_timeout_s": settings.queue_timeout_s,
-                "max_concurrency": settings.max_concurrency,
-                "max_queue": settings.max_queue,
-            },
-            "engine": engine.limits().as_dict(),
-            "kv": _kv_limits(engine, state["admission"], settings.max_pages_per_request),
-            "refusals": contract.published(),
-        }
+        request = contract.RequestLimits(
+            max_pages=settings.max_pages_per_request, max_bytes=settings.max_file_bytes,
+            timeout_s=settings.request_timeout_s, queue_timeout_s=settings.queue_timeout_s,
+            max_concurrency=settings.max_concurrency, max_queue=settings.max_queue)
+        kv = _kv_limits(engine, state["admission"], settings.max_pages_per_request)
+        return contract.PublishedLimits(request=request, engine=engine.limits(), kv=kv).as_dict()
 
     @app.post("/v1/parse")
     async def parse(
@@ -345,7 +338,7 @@ def _cost(metrics: Metrics, gpu_cost_per_hour: float | None) -> None:
         metrics.cost_per_1000_pages.set(price)
 
 
-def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int) -> dict[str, Any] | None:
+def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int) -> contract.KvLimits | None:
     """The KV budget and what it holds, as a number of sequences of a typical range (the
     largest range one request and one generate call take: the planner cuts scanned
     ranges to it)."""
@@ -356,17 +349,14 @@ def _kv_limits(engine: OcrEngine, admission: KvAdmission | None, max_pages: int)
     if bound is None:
         return None
     typical = min(max_pages, limits.pages_per_call)
-    return {
-        "budget_bytes": admission.capacity, "reserved_bytes": admission.reserved,
-        "admitted_sequences": admission.sequences, "waiting": admission.waiting,
-        "bytes_per_token": bound.bytes_per_token, "window": bound.window, "prompt_tokens": bound.prompt_tokens,
-        "visual_tokens_per_page": bound.visual_tokens_per_page,
-        "typical_range_pages": typical, "bytes_per_typical_range": bound.bytes(typical),
-        "capacity_sequences": bound.sequences(admission.capacity, typical),
-        # the largest range that could ever be admitted; more pages are 413
-        "max_pages": bound.max_pages(admission.capacity),
-        "max_batch": limits.max_batch,
-    }
+    return contract.KvLimits(
+        budget_bytes=admission.capacity, reserved_bytes=admission.reserved,
+        admitted_sequences=admission.sequences, waiting=admission.waiting,
+        bytes_per_token=bound.bytes_per_token, window=bound.window, prompt_tokens=bound.prompt_tokens,
+        visual_tokens_per_page=bound.visual_tokens_per_page,
+        typical_range_pages=typical, bytes_per_typical_range=bound.bytes(typical),
+        capacity_sequences=bound.sequences(admission.capacity, typical),
+        max_pages=bound.max_pages(admission.capacity), max_batch=limits.max_batch)
 
 
 def _gpu_memory(metrics: Metrics) -> None:

@@ -1,10 +1,12 @@
-"""The OCR service's wire contract, in one place: every refusal code it answers with, its HTTP
-status, and what it means for the caller (its ``scope``).
+"""The OCR service's wire contract, in one place: the limits it publishes (``GET /v1/limits``:
+``PublishedLimits``), every refusal code it answers with, its HTTP status, and what it means
+for the caller (its ``scope``).
 
 The service answers every error as ``{"error": {"code", "message", "request_id", "scope"}}``
 and publishes this table at ``GET /v1/limits`` (``refusals``). Its client
 (``kb.ocr_client``) decides from the answer alone, through ``refusal_of``, and keeps no list
-of its own: a code added here is understood there the day it ships.
+of its own: a code added here is understood there the day it ships. It reads the published
+limits through ``PublishedLimits.from_dict`` likewise, and copies none of their keys.
 
 Scopes:
 - ``document``: the document itself can never be read (corrupt, encrypted, malformed...):
@@ -18,9 +20,11 @@ Scopes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from ocr_engine.limits import EngineLimits, from_fields
 
 
 class Scope(StrEnum):
@@ -118,6 +122,62 @@ def refusal_of(status: int, error: dict[str, Any]) -> Refusal:
     return Refusal(code, status, scope, str(error.get("message") or ""))
 
 
-def published() -> dict[str, dict[str, Any]]:
+def published(table: dict[str, Refusal] = REFUSALS) -> dict[str, dict[str, Any]]:
     """The table as ``GET /v1/limits`` publishes it."""
-    return {code: r.as_dict() for code, r in REFUSALS.items()}
+    return {code: r.as_dict() for code, r in table.items()}
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """What one request may be (the service's own settings)."""
+
+    max_pages: int
+    max_bytes: int
+    timeout_s: float  # the engine's time on one request
+    queue_timeout_s: float  # the longest a request waits for the engine
+    max_concurrency: int  # engine slots
+    max_queue: int  # requests waiting for a slot before 429
+
+
+@dataclass(frozen=True)
+class KvLimits:
+    """The KV budget of a backend that holds a KV cache, and what it holds now, as a number of
+    sequences of a typical range (the largest range one request and one call take: the
+    planner cuts scanned ranges to it)."""
+
+    budget_bytes: int
+    reserved_bytes: int
+    admitted_sequences: int
+    waiting: int
+    bytes_per_token: int
+    window: int
+    prompt_tokens: int
+    visual_tokens_per_page: int
+    typical_range_pages: int
+    bytes_per_typical_range: int
+    capacity_sequences: int
+    max_pages: int  # the largest range that could ever be admitted; more pages are 413
+    max_batch: int
+
+
+@dataclass(frozen=True)
+class PublishedLimits:
+    """The body of ``GET /v1/limits``: the one source clients plan from."""
+
+    request: RequestLimits
+    engine: EngineLimits
+    kv: KvLimits | None  # None: the OCR backend holds no KV cache (no KV admission)
+    refusals: dict[str, Refusal] = field(default_factory=lambda: dict(REFUSALS))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"request": asdict(self.request), "engine": self.engine.as_dict(),
+                "kv": asdict(self.kv) if self.kv is not None else None,
+                "refusals": published(self.refusals)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PublishedLimits":
+        kv = data.get("kv")
+        return cls(request=from_fields(RequestLimits, data["request"]), engine=EngineLimits.from_dict(data["engine"]),
+                   kv=from_fields(KvLimits, kv) if kv is not None else None,
+                   refusals={code: Refusal(code, int(r["status"]), Scope(r["scope"]), str(r["meaning"]))
+                             for code, r in data["refusals"].items()})

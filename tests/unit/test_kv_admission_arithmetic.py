@@ -7,8 +7,10 @@ import asyncio
 import pytest
 
 from kb.pools import ReplicaCapacity, capacity_of
+from ocr_engine.limits import EngineLimits
 from ocr_engine.service import errors as E
 from ocr_engine.service.admission import KvAdmission
+from ocr_engine.service.contract import KvLimits, PublishedLimits, RequestLimits
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.unlimited.kv_budget import SequenceBound
 
@@ -26,10 +28,24 @@ def test_a_sequence_holds_its_reference_tokens_and_one_window_whatever_its_outpu
     assert REAL.bytes(pages) <= capacity < REAL.bytes(pages + 1)
 
 
+def published_body(kv: KvLimits | None, max_concurrency: int) -> dict:
+    """A ``GET /v1/limits`` body as the service writes it, through the contract's types."""
+    request = RequestLimits(max_pages=50, max_bytes=1 << 20, timeout_s=120.0, queue_timeout_s=120.0,
+                            max_concurrency=max_concurrency, max_queue=8)
+    engine = EngineLimits(ocr_backend="unlimited", max_pages_per_call=12, token_budget=None,
+                          seconds_per_page={"textlayer": 0.05, "unlimited": 2.0}, pace={}, min_text_chars=20)
+    return PublishedLimits(request=request, engine=engine, kv=kv).as_dict()
+
+
 def test_a_replica_counts_its_kv_sequences_or_else_its_engine_slots():
-    assert capacity_of("http://a", {"kv": {"capacity_sequences": 9}, "request": {"max_concurrency": 2}}) == \
-        ReplicaCapacity("http://a", 9, "kv")
-    assert capacity_of("http://b", {"kv": None, "request": {"max_concurrency": 2}}) == \
+    capacity = 9 * REAL.bytes(12)
+    kv = KvLimits(budget_bytes=capacity, reserved_bytes=0, admitted_sequences=0, waiting=0,
+                  bytes_per_token=REAL.bytes_per_token, window=REAL.window, prompt_tokens=REAL.prompt_tokens,
+                  visual_tokens_per_page=REAL.visual_tokens_per_page, typical_range_pages=12,
+                  bytes_per_typical_range=REAL.bytes(12), capacity_sequences=REAL.sequences(capacity, 12),
+                  max_pages=REAL.max_pages(capacity), max_batch=8)
+    assert capacity_of("http://a", published_body(kv, max_concurrency=2)) == ReplicaCapacity("http://a", 9, "kv")
+    assert capacity_of("http://b", published_body(None, max_concurrency=2)) == \
         ReplicaCapacity("http://b", 2, "concurrency")
 
 

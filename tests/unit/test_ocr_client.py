@@ -99,16 +99,20 @@ def test_final_answers_are_not_retried_and_say_whose_problem_they_are(status, co
 
 
 def test_limits_are_read_from_the_service():
-    body = {"request": {"max_pages": 10, "max_bytes": 2048, "timeout_s": 20.0},
+    body = {"request": {"max_pages": 10, "max_bytes": 2048, "timeout_s": 20.0, "queue_timeout_s": 30.0,
+                        "max_concurrency": 2, "max_queue": 4},
             "engine": {"ocr_backend": "ppocr", "max_pages_per_call": None, "token_budget": None,
                        "seconds_per_page": {"textlayer": 0.02, "ppocr": 2.5}, "pace": {},
-                       "min_text_chars": 20}}
+                       "min_text_chars": 20},
+            "kv": None, "refusals": {"overloaded": {"status": 429, "scope": "retry", "meaning": "busy"}},
+            "a_field_added_later": {"ignored": True}}
     server = Scripted([(503, {}, err("not_ready")), (200, {}, body)])
     try:
         limits = OcrClient(server.url, "k", retries=2, backoff_s=0.01).limits()
         assert (limits.max_pages, limits.max_bytes, limits.timeout_s) == (10, 2048, 20.0)
         assert (limits.text_seconds_per_page, limits.scanned_seconds_per_page) == (0.02, 2.5)
         assert limits.source == server.url and server.calls == 2 and limits.min_text_chars == 20
+        assert limits.queue_timeout_s == 30.0 and limits.max_pages_kv is None
     finally:
         server.close()
 
