@@ -1,8 +1,14 @@
-"""Prometheus metrics, in a registry of the app's own (so tests can start several apps)."""
+"""Prometheus metrics, in a registry of the app's own (so tests can start several apps), and
+how a request's page results and a scrape update them."""
 
 from __future__ import annotations
 
+import sys
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+from ocr_engine import cost
+from ocr_engine.schema import PageResult
 
 
 class Metrics:
@@ -44,3 +50,43 @@ class Metrics:
         # the totals the cost gauges are computed from at each scrape
         self.accounted = {"pages": 0, "device_seconds": 0.0}
         self.info = Info("ocr_engine", "Backend, model version and weights digest", registry=r)
+
+    def observe(self, results: list[PageResult], seconds: float) -> None:
+        """One request's pages, ``seconds`` of engine time."""
+        tokens = 0
+        self.service_seconds.inc(seconds)
+        for r in results:
+            self.pages.labels(r.backend, r.status).inc()
+            tokens += r.tokens_out or 0
+            if not cost.read_by_ocr(r.backend, r.status):
+                continue
+            device_s = cost.device_time(r.device_seconds, r.seconds)
+            self.ocr_pages.inc()
+            self.tokens_in.inc(r.tokens_in or 0)
+            self.device_seconds.inc(device_s)
+            self.accounted["pages"] += 1
+            self.accounted["device_seconds"] += device_s
+        if tokens:
+            self.tokens.inc(tokens)
+            self.tokens_per_second.set(tokens / seconds if seconds else 0)
+        sequences = {(r.kv_peak_bytes, r.kv_mean_bytes, r.batch_size) for r in results if r.kv_peak_bytes is not None}
+        for peak, mean, rows in sequences:  # a request's pages of one call share a sequence
+            self.kv_sequence.labels("peak").observe(peak)
+            self.kv_sequence.labels("mean").observe(mean)
+            self.batch_rows.observe(rows)
+            self.kv_cache.labels("peak").set(peak)
+            self.kv_cache.labels("mean").set(mean)
+
+    def before_scrape(self, gpu_cost_per_hour: float | None) -> None:
+        """The gauges computed at each scrape: GPU memory, and the cost of what was accounted."""
+        torch = sys.modules.get("torch")  # only where a backend imported it
+        if torch is not None and torch.cuda.is_available():
+            self.gpu_memory.labels("allocated").set(torch.cuda.memory_allocated())
+            self.gpu_memory.labels("reserved").set(torch.cuda.memory_reserved())
+        pages, device_s = self.accounted["pages"], self.accounted["device_seconds"]
+        per_hour = cost.pages_per_device_hour(pages, device_s)
+        if per_hour is not None:
+            self.pages_per_device_hour.set(per_hour)
+        price = cost.cost_per_1000_pages(gpu_cost_per_hour, pages, device_s)
+        if price is not None:
+            self.cost_per_1000_pages.set(price)
