@@ -24,7 +24,8 @@ from typing import Callable, Iterator
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, Call
-from ocr_engine.backends.registry import AUTO, Registry
+from ocr_engine.backends.names import AUTO
+from ocr_engine.backends.registry import Registry
 from ocr_engine.documents import check_range, close_pdf, open_pdf
 from ocr_engine.errors import TooManyPages
 from ocr_engine.limits import EngineLimits

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ocr_engine.backends.registry import BackendName
+from ocr_engine.backends.names import BackendName
 from ocr_engine.limits import EngineLimits
 from ocr_engine.service.contract import PublishedLimits, RequestLimits
 

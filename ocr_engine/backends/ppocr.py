@@ -15,7 +15,7 @@ import numpy as np
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, Call
-from ocr_engine.backends.registry import BackendName
+from ocr_engine.backends.names import BackendName
 from ocr_engine.layout import Line, to_blocks
 from ocr_engine.render import RenderedPage
 from ocr_engine.schema import EMPTY, OK, PageResult, count_chars

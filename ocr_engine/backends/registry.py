@@ -11,9 +11,9 @@ imports this module through ``cost`` and ``kb.limits``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from ocr_engine.backends.names import AUTO, BackendName
 from ocr_engine.errors import BackendUnavailable
 from ocr_engine.settings import EngineSettings
 
@@ -21,16 +21,6 @@ if TYPE_CHECKING:
     import pymupdf
 
     from ocr_engine.backends.interface import Backend
-
-AUTO = "auto"  # a route, not a backend
-
-
-class BackendName(StrEnum):
-    """The built-in backends (results and limits carry the plain ``.value``)."""
-
-    TEXTLAYER = "textlayer"
-    PPOCR = "ppocr"
-    UNLIMITED = "unlimited"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import unicodedata
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, Call
-from ocr_engine.backends.registry import BackendName
+from ocr_engine.backends.names import BackendName
 from ocr_engine.schema import EMPTY, OK, Block, PageResult, block_markdown, count_chars
 from ocr_engine.tables import ruled_tables
 
@@ -124,7 +124,7 @@ def _set_apart(lines, page_height: float):
     for line in lines:
         if groups:
             prev = groups[-1][-1]
-            (px0, py0, px1, py1), (x0, y0, x1, y1) = prev["bbox"], line["bbox"]
+            (_, py0, px1, py1), (x0, y0, _, y1) = prev["bbox"], line["bbox"]
             middle = (y0 + y1) / 2 / page_height
             beside = min(py1, y1) - max(py0, y0) > 0 and x0 - px1 > 2 * (py1 - py0)
             if not (beside and _line_size(line) < 0.8 * _line_size(prev) and not 0.1 < middle < 0.9):

@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ocr_engine.backends.registry import AUTO
+from ocr_engine.backends.names import AUTO
 from ocr_engine.engine import OcrEngine
 from ocr_engine.service import contract, parsing
 from ocr_engine.service import errors as E

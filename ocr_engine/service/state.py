@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocr_engine.backends.interface import Backend
-from ocr_engine.backends.registry import AUTO
+from ocr_engine.backends.names import AUTO
 from ocr_engine.engine import OcrEngine
 from ocr_engine.service.admission import KvAdmission
 from ocr_engine.service.contract import KvLimits, PublishedLimits, RequestLimits

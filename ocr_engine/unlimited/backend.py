@@ -27,7 +27,7 @@ from typing import Any
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, BackendLimits, Call
-from ocr_engine.backends.registry import BackendName
+from ocr_engine.backends.names import BackendName
 from ocr_engine.errors import BackendUnavailable, Cancelled
 from ocr_engine.schema import EMPTY, OK, REPEATED, TRUNCATED, PageResult, count_chars
 from ocr_engine.settings import EngineSettings

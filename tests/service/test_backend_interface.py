@@ -15,9 +15,10 @@ import pymupdf
 import uvicorn
 
 from kb.ocr_client import OcrClient
-from kb.pools import ReplicaCapacity, capacity_of
+from kb_dev.pools import ReplicaCapacity, capacity_of
 from ocr_engine.engine import OcrEngine
 from ocr_engine.service.app import create_app
+from ocr_engine.service.contract import PublishedLimits
 from ocr_engine.service.settings import ServiceSettings
 from ocr_engine.settings import EngineSettings
 from tests.conftest import free_ports
@@ -89,7 +90,7 @@ def test_the_service_publishes_a_registered_backends_limits_and_kv_budget_unchan
         planned = client.limits()
         assert (planned.ocr_backend, planned.scanned_seconds_per_page) == (F.NAME, F.PRIOR_S)
         assert (planned.max_pages_per_call, planned.max_pages_kv) == (F.PER_CALL, body["kv"]["max_pages"])
-        assert capacity_of(base, client.published_limits()) == ReplicaCapacity(base, 4, "kv")
+        assert capacity_of(base, client.published()) == ReplicaCapacity(base, 4, "kv")
 
         # a scanned page goes to the fake, through KV admission and its expecting()
         fake.calls.clear()
@@ -108,7 +109,7 @@ def test_without_a_kv_bound_there_is_no_kv_section_and_the_pool_counts_engine_sl
     with serving(fake) as base:
         body = limits(base)
         assert body["engine"]["ocr_backend"] == F.NAME and body["kv"] is None
-        assert capacity_of(base, body) == ReplicaCapacity(base, 2, "concurrency")
+        assert capacity_of(base, PublishedLimits.from_dict(body)) == ReplicaCapacity(base, 2, "concurrency")
         resp = httpx.post(f"{base}/v1/parse", headers={"Authorization": f"Bearer {KEY}"},
                           files={"file": ("d.pdf", image_only_pdf(), "application/pdf")})
         assert resp.status_code == 200, resp.text
