@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kb.errors import EvalSetError
-from kb.retrieval import language
+from kb.points import SearchFilter, language
 
 
 class Searcher(Protocol):
     """A ``kb.retrieval.Retriever`` in process, or the search service's ``SearchClient``."""
 
-    def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None
-                    ) -> dict[str, list[list[dict[str, Any]]]]: ...
+    def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None,
+                    where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]: ...
 
 GROUPS = ("en", "zh", "cross", "cross-page")
 FIELDS = {"doc": str, "page": int, "question": str, "answer_substring": str}
@@ -79,19 +79,22 @@ def load_questions(path: Path) -> list[Question]:
     return out
 
 
-def rank_of(q: Question, hits: list[dict[str, Any]]) -> int | None:
+def rank_of(q: Question, hits: list[dict[str, Any]], folder: str = "") -> int | None:
     for rank, h in enumerate(hits, 1):
-        if h["key"] == q.doc and q.wanted_pages <= set(h["pages"]):
+        if h["key"] == folder + q.doc and q.wanted_pages <= set(h["pages"]):
             return rank
     return None
 
 
 def evaluate(retriever: Searcher, questions: list[Question], top_k: int = 5,
-             modes: tuple[str, ...] = ("hybrid",)) -> dict[str, Any]:
-    results = retriever.search_many([q.question for q in questions], top_k, modes)
+             modes: tuple[str, ...] = ("hybrid",), folder: str = "") -> dict[str, Any]:
+    """``folder`` (a key prefix ending in ``/``): search only the documents under it, and
+    read each question's ``doc`` as a key relative to it."""
+    where = SearchFilter(key_prefix=folder) if folder else None
+    results = retriever.search_many([q.question for q in questions], top_k, modes, where)
     report: dict[str, Any] = {"top_k": top_k, "questions": len(questions), "modes": {}}
     for mode in modes:
-        ranks = [rank_of(q, hits) for q, hits in zip(questions, results[mode])]
+        ranks = [rank_of(q, hits, folder) for q, hits in zip(questions, results[mode])]
         groups = {}
         for group in GROUPS + ("all",):
             idx = [i for i, q in enumerate(questions) if group == "all" or q.group == group]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any, ContextManager, Protocol
 
+from kb.points import SearchFilter, language
 from kb.settings import PipelineSettings
 from kb.sparse import CJK, SparseEncoder, tokenize
 
@@ -123,26 +124,6 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-@dataclass(frozen=True)
-class SearchFilter:
-    """What a search may return: keys under a folder (a prefix ending in ``/``) or one whole
-    key, chunks in one language, chunks touching a page range."""
-
-    key_prefix: str | None = None
-    language: str | None = None
-    pages: tuple[int, int] | None = None
-
-    def __bool__(self) -> bool:
-        return bool(self.key_prefix or self.language or self.pages)
-
-
-def key_prefixes(key: str) -> list[str]:
-    """Every folder a key is in, and the key itself: what ``SearchFilter.key_prefix`` matches
-    (Qdrant matches whole keyword values, so the prefixes are stored with each chunk)."""
-    parts = key.split("/")
-    return ["/".join(parts[:i]) + "/" for i in range(1, len(parts))] + [key]
-
-
 class Stores(Protocol):
     def __call__(self) -> ContextManager[Any]: ...
 
@@ -207,13 +188,3 @@ class Retriever:
                 "version_id": h.payload.get("version_id"), "doc_id": h.payload.get("doc_id"),
                 "kind": h.payload.get("kind", "text"), "boxes": h.payload.get("boxes", [])}
 
-
-_CJK = re.compile(r"[\u3400-\u9fff]")
-
-
-def language(text: str) -> str:
-    """``zh`` when CJK characters make up a fifth of the letters, else ``en``."""
-    letters = [c for c in text if c.isalpha()]
-    if not letters:
-        return "en"
-    return "zh" if sum(1 for c in letters if _CJK.match(c)) / len(letters) >= 0.2 else "en"

@@ -28,20 +28,13 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from kb import failpoints
 from kb.errors import IndexMismatch, StoreBusy, StoreWriteFailed
-from kb.retrieval import SearchFilter
+from kb.points import LANGUAGE, PAGES, PREFIXES, SearchFilter
 from kb.settings import PipelineSettings
 from kb.sparse import SparseVector
 
 DENSE = "dense"
 SPARSE = "sparse"
 MODES = ("hybrid", "dense", "sparse")
-# Point ids are UUIDv5 in this namespace: the same chunk of the same content always
-# gets the same id, so a rerun overwrites instead of duplicating.
-POINT_NAMESPACE = uuid.UUID("6f1c2e3a-8b0d-5c4e-9a7f-1d2b3c4e5f60")
-
-
-def point_id(doc_id: str, sha256: str, chunk_index: int) -> str:
-    return str(uuid.uuid5(POINT_NAMESPACE, f"{doc_id}:{sha256}:{chunk_index}"))
 
 
 @dataclass
@@ -314,10 +307,10 @@ def _filter(where: SearchFilter | None) -> models.Filter | None:
         return None
     must: list[models.Condition] = []
     if where.key_prefix:
-        must.append(models.FieldCondition(key="prefixes", match=models.MatchValue(value=where.key_prefix)))
+        must.append(models.FieldCondition(key=PREFIXES, match=models.MatchValue(value=where.key_prefix)))
     if where.language:
-        must.append(models.FieldCondition(key="language", match=models.MatchValue(value=where.language)))
+        must.append(models.FieldCondition(key=LANGUAGE, match=models.MatchValue(value=where.language)))
     if where.pages:
         first, last = where.pages
-        must.append(models.FieldCondition(key="pages", range=models.Range(gte=first, lte=last)))
+        must.append(models.FieldCondition(key=PAGES, range=models.Range(gte=first, lte=last)))
     return models.Filter(must=must)

@@ -8,8 +8,9 @@ from contextlib import nullcontext
 import pytest
 
 from kb.objectstore import ObjectStore
-from kb.retrieval import Retriever, SearchFilter
-from kb.samples import ARCHIVE_RULES, PUMP_MANUAL, bench_corpus, write_pdf
+from kb.points import SearchFilter
+from kb.retrieval import Retriever
+from kb_dev.samples import ARCHIVE_RULES, PUMP_MANUAL, write_pdf, write_prose_documents
 from kb.search.memory import MemoryStore
 from kb.settings import PipelineSettings
 from kb.vectorstore import VectorStore
@@ -26,7 +27,7 @@ def test_the_memory_store_ranks_as_qdrant_local_mode_does(kb_env, tmp_path):
     for name, (title, pages) in {"manual.pdf": PUMP_MANUAL, "rules/zh.pdf": ARCHIVE_RULES}.items():
         write_pdf(tmp_path / name.replace("/", "-"), title, pages)
         store.put_bytes(kb_env["inbox"], name, (tmp_path / name.replace("/", "-")).read_bytes())
-    for path in bench_corpus(tmp_path / "bench", documents=3, pages_per_document=8):
+    for path in write_prose_documents(tmp_path / "bench", documents=3, pages_per_document=8):
         store.put_bytes(kb_env["inbox"], f"bench/{path.name}", path.read_bytes())
     assert {r.status for r in ingest(context(), "run-1")} == {"indexed"}
 

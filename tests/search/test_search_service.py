@@ -21,7 +21,7 @@ from kb.pipeline.extract import engine_extractor, extract, local_engine
 from kb.pipeline.index import index_batch
 from kb.pipeline.plan import plan
 from kb.pipeline.sense import sense
-from kb.samples import ARCHIVE_RULES, PUMP_MANUAL, write_pdf
+from kb_dev.samples import ARCHIVE_RULES, PUMP_MANUAL, write_pdf
 from kb.settings import PipelineSettings
 from tests.conftest import free_ports, serve
 from tests.highlight import highlighted_box, overlaps

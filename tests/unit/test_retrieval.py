@@ -1,4 +1,5 @@
-from kb.retrieval import SearchFilter, key_prefixes, mark_terms
+from kb.points import SearchFilter, key_prefixes
+from kb.retrieval import mark_terms
 
 
 def test_a_key_is_found_under_each_of_its_folders_and_by_itself():

@@ -10,7 +10,8 @@ import pytest
 
 from kb.errors import EvalSetError
 from kb.evaluation import Question, load_questions, rank_of
-from kb.retrieval import language, snippet
+from kb.points import language
+from kb.retrieval import snippet
 from kb.sparse import SparseEncoder, term_id, tokenize
 
 ZH = "档案扫描分辨率不低于三百点每英寸，彩色档案使用二十四位色深。"

@@ -21,15 +21,16 @@ from kb import failpoints
 from kb.chunking import Chunk, chunk_document
 from kb.embedding import TextEmbedder, make_embedder
 from kb.errors import IncompleteExtraction, StorageUnavailable, ValidationFailed
-from kb.ledger import Decision, LedgerEntry, Status
+from kb.decisions import Decision
+from kb.ledger import LedgerEntry, Status
 from kb.objectstore import ObjectInfo
 from kb.pipeline.accounting import OcrUsage, is_ocr_page
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PlannedDocument
 from kb.pipeline.records import fail, quarantine_invalid, record, record_failed_pages
 from kb.pipeline.signature import signature_of
+from kb.points import chunk_payload, point_id
 from kb.reading import read_document
-from kb.retrieval import key_prefixes, language
 from kb.sparse import SparseEncoder, SparseVector
 from ocr_engine.schema import FAILED
 
@@ -149,8 +150,6 @@ def chunk_pages(pages: list[dict[str, Any]], embedder: TextEmbedder, settings) -
 
 def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> Prepared:
     """Pages checked, chunked and embedded: everything but the writes."""
-    from kb.vectorstore import point_id  # qdrant_client costs ~0.6 s to import; extract tasks skip it
-
     started = time.perf_counter()
     ctx = document_context(ctx, document)
     loaded = load_pages(ctx, document)
@@ -160,17 +159,10 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
     vectors = embedder.embed(texts)
     encoder = SparseEncoder(ctx.settings.sparse_tokenizer)
     sparse = [encoder.encode_document(t) for t in texts]
-    d = document
-    # prefixes and language are what search filters match on (kb.retrieval.SearchFilter)
-    payloads = [{
-        "doc_id": d.doc_id, "bucket": d.bucket, "key": d.key, "version_id": d.version_id, "etag": d.etag,
-        "sha256": d.sha256, "pages": c.pages, "chunk_index": c.index, "section": c.section, "text": c.text,
-        "tokens": c.tokens, "embedder": embedder.model_id, "prefixes": key_prefixes(d.key), "language": language(c.text),
-        "kind": c.kind.value, "boxes": [b.as_dict() for b in c.boxes],
-    } for c in chunks]
-    ids = [point_id(d.doc_id, d.sha256, c.index) for c in chunks]
+    payloads = [chunk_payload(document, c, embedder.model_id) for c in chunks]
+    ids = [point_id(document.doc_id, document.sha256, c.index) for c in chunks]
     empty = len([p for p in loaded.pages if p.get("status") == "empty"])
-    return Prepared(d, loaded, ids, vectors, sparse, payloads, empty, time.perf_counter() - started)
+    return Prepared(document, loaded, ids, vectors, sparse, payloads, empty, time.perf_counter() - started)
 
 
 def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> list[DocumentResult]:

@@ -20,7 +20,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kb.retrieval import Retriever, SearchFilter, mark_terms
+from kb.points import SearchFilter
+from kb.retrieval import Retriever, mark_terms
 from kb.search import errors as E
 from kb.ledger_db import Ledger
 from kb.search.pages import PageNotFound, PageSourceTooLarge, render_png

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from kb.errors import KbError
+from kb.points import SearchFilter
 
 
 class SearchServiceError(KbError):
@@ -35,12 +36,12 @@ class SearchClient:
             return False
 
     def search(self, query: str, top_k: int = 5, mode: str | None = None,
-               where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+               where: SearchFilter | None = None) -> list[dict[str, Any]]:
         body: dict[str, Any] = {"query": query, "top_k": top_k}
         if mode:
             body["mode"] = mode
         if where:
-            body["filter"] = where
+            body["filter"] = where.as_dict()
         try:
             resp = self._http.post("/v1/search", json=body)
         except httpx.TransportError as exc:
@@ -53,8 +54,8 @@ class SearchClient:
             raise SearchServiceError(f"the search service answered {resp.status_code} {error['code']}: {error['message']}")
         return resp.json()["hits"]
 
-    def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None
-                    ) -> dict[str, list[list[dict[str, Any]]]]:
+    def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None,
+                    where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]:
         """What ``kb.evaluation.evaluate`` asks of a retriever."""
         modes = modes or ("hybrid",)
-        return {m: [self.search(q, top_k, m) for q in queries] for m in modes}
+        return {m: [self.search(q, top_k, m, where) for q in queries] for m in modes}

@@ -24,7 +24,7 @@ from qdrant_client import models
 from qdrant_client.hybrid.fusion import reciprocal_rank_fusion
 from scipy import sparse as sp
 
-from kb.retrieval import SearchFilter
+from kb.points import SearchFilter
 from kb.sparse import SparseVector
 from kb.vectorstore import DENSE, MODES, SPARSE, Hit, VectorStore
 
@@ -123,15 +123,7 @@ class MemoryStore:
     def _mask(self, where: SearchFilter | None) -> np.ndarray | None:
         if not where:
             return None
-        keep = np.ones(len(self.ids), dtype=bool)
-        for i, payload in enumerate(self.payloads):
-            if where.key_prefix and where.key_prefix not in (payload.get("prefixes") or ()):
-                keep[i] = False
-            elif where.language and payload.get("language") != where.language:
-                keep[i] = False
-            elif where.pages and not any(where.pages[0] <= p <= where.pages[1] for p in payload.get("pages") or ()):
-                keep[i] = False
-        return keep
+        return np.array([where.keeps(payload) for payload in self.payloads], dtype=bool)
 
     def _hits(self, ranked: list[tuple[int, float]]) -> list[Hit]:
         return [Hit(id=self.ids[i], score=float(score), key=self.payloads[i].get("key", ""), pages=list(self.payloads[i].get("pages", [])),
