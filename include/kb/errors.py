@@ -1,8 +1,12 @@
-"""Every error the pipeline raises on purpose, in one place.
+"""The pipeline's typed errors: the ones its stages, its store wrappers and its services
+raise on purpose. A client's errors live beside that client (``kb.ocr_client``,
+``kb.search.client``) and the workbench's in ``kb_dev.errors``; all are ``KbError``.
 
-Document errors carry a stable ``code`` that ends up in quarantine records and
-alerts; ``retryable`` says whether running the same input again can succeed,
-so nothing that cannot succeed is retried.
+Document errors carry a stable ``code`` that ends up in quarantine records and alerts. The
+class decides what happens to a document: a ``DocumentError`` (or the engine's
+``InputError``) is quarantined and never retried; anything else fails the attempt, and the
+ledger tries the version again after a backoff, up to ``KB_MAX_ATTEMPTS`` attempts
+(``kb.pipeline.records.fail``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ class KbError(Exception):
     """Base class of the pipeline's own errors."""
 
     code = "kb_error"
-    retryable = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -63,12 +66,14 @@ class BadParams(KbError):
     code = "bad_params"
 
 
-# --- infrastructure: worth retrying -------------------------------------------------
+# --- infrastructure: a later attempt may pass -------------------------------------------------
 
 
 class InfrastructureError(KbError):
+    """Something outside the document failed (storage, the OCR service, the store): the
+    same version may succeed in a later attempt."""
+
     code = "infrastructure_error"
-    retryable = True
 
 
 class ObjectChanged(InfrastructureError):
@@ -115,6 +120,17 @@ class StorageUnavailable(InfrastructureError):
     code = "storage_unavailable"
 
 
+class StorageRefused(KbError):
+    """The S3 server refused a request for a reason of its own (a wrong key, access denied,
+    no such bucket): fixing the deployment helps, retrying the same request does not."""
+
+    code = "storage_refused"
+
+    def __init__(self, message: str, s3_code: str) -> None:
+        super().__init__(message)
+        self.s3_code = s3_code
+
+
 class CorruptArtifact(InfrastructureError):
     """A stored result does not match the checksum written with it (a torn or altered
     write): it is never used; the work that made it is done again."""
@@ -151,41 +167,6 @@ class LedgerUnavailable(InfrastructureError):
     """The ledger database cannot be reached or failed a statement: try again later."""
 
     code = "ledger_unavailable"
-
-
-# --- the local stack ----------------------------------------------------------------
-
-
-class StackError(KbError):
-    code = "stack_error"
-
-
-class PortInUse(StackError):
-    code = "port_in_use"
-
-
-class ServiceDidNotStart(StackError):
-    code = "service_did_not_start"
-
-
-class StackNotRunning(StackError):
-    code = "stack_not_running"
-
-
-class AirflowApiError(KbError):
-    code = "airflow_api_error"
-
-
-class AirflowNotFound(AirflowApiError):
-    """The API answered 404: no such DAG, run, task or human-in-the-loop request."""
-
-    code = "airflow_not_found"
-
-
-class AirflowConflict(AirflowApiError):
-    """The API answered 409: e.g. a human-in-the-loop request that was answered already."""
-
-    code = "airflow_conflict"
 
 
 # --- the review queue ---------------------------------------------------------------

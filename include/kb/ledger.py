@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any, Iterable
 
-from kb.decisions import Decision  # noqa: F401  (the ledger's vocabulary; imported from here too)
+from kb.decisions import Decision
 from kb.objectstore import ObjectInfo
 
 DOC_NAMESPACE = uuid.UUID("0b7c4d1e-2f3a-5b6c-8d9e-0a1b2c3d4e5f")

@@ -36,7 +36,8 @@ from sqlalchemy.pool import NullPool
 
 from kb.artifacts import ArtifactKeys
 from kb.errors import LedgerUnavailable, NotUnderReview
-from kb.ledger import Decision, LedgerEntry, Review, Status, Work, doc_id_for, now_iso, pending_work
+from kb.decisions import Decision
+from kb.ledger import LedgerEntry, Review, Status, Work, doc_id_for, now_iso, pending_work
 from kb.objectstore import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def engine_for(url: str) -> Engine:
 
 @contextmanager
 def ledger_errors() -> Iterator[None]:
-    """The database driver's failures as ``LedgerUnavailable`` (retryable); the URL, which
+    """The database driver's failures as ``LedgerUnavailable`` (a later attempt may pass); the URL, which
     may hold a password, is never part of the message."""
     try:
         yield

@@ -3,8 +3,10 @@
 It speaks to MinIO in production and to SeaweedFS's S3 gateway locally; both keep
 object versions when a bucket has versioning enabled.
 
-Errors are converted here, once: an unreachable server or a 5xx becomes
-``StorageUnavailable`` (retryable), a missing object ``ObjectMissing``. JSON results are
+Errors are converted here, once, and nothing of minio's or urllib3's leaves this module: an
+unreachable server or a 5xx becomes ``StorageUnavailable`` (a later attempt may pass), a
+missing object ``ObjectMissing``, any other refusal (a wrong key, no such bucket, access
+denied) ``StorageRefused`` with the server's code. JSON results are
 written with their sha256 in the object's metadata and checked when read, so a result
 that was torn or altered is never taken for a finished one (``CorruptArtifact``).
 """
@@ -24,7 +26,7 @@ from minio.error import S3Error
 from minio.versioningconfig import ENABLED, VersioningConfig
 from urllib3.exceptions import HTTPError
 
-from kb.errors import CorruptArtifact, ObjectMissing, ObjectTooLarge, StorageUnavailable
+from kb.errors import CorruptArtifact, ObjectMissing, ObjectTooLarge, StorageRefused, StorageUnavailable
 from kb.settings import S3Settings
 
 _MISSING = {"NoSuchKey", "NoSuchObject", "NoSuchVersion", "NoSuchBucket", "NotFound"}
@@ -34,7 +36,9 @@ CHECKSUM_META = "kb-sha256"  # x-amz-meta-kb-sha256: the sha256 of a JSON result
 
 @contextmanager
 def storage_errors(what: str) -> Iterator[None]:
-    """The S3 client's transport failures and 5xx answers as ``StorageUnavailable``."""
+    """The S3 client's transport failures and 5xx answers as ``StorageUnavailable``, its
+    other refusals as ``StorageRefused`` (callers inside the block handle the codes they
+    expect, such as a missing key, before this sees them)."""
     try:
         yield
     except HTTPError as exc:  # urllib3: refused, reset, timed out (after minio's own retries)
@@ -42,7 +46,7 @@ def storage_errors(what: str) -> Iterator[None]:
     except S3Error as exc:
         if exc.code in _UNAVAILABLE:
             raise StorageUnavailable(f"the S3 server failed ({what}): {exc.code}: {exc.message}") from exc
-        raise
+        raise StorageRefused(f"the S3 server refused {what}: {exc.code}: {exc.message}", exc.code) from exc
 
 
 @dataclass(frozen=True)
@@ -108,14 +112,20 @@ class ObjectStore:
     # --- buckets ------------------------------------------------------------------
 
     def ensure_bucket(self, bucket: str, *, versioned: bool = False) -> None:
-        if not self.client.bucket_exists(bucket):
-            try:
-                self.client.make_bucket(bucket)
-            except S3Error as exc:  # another process made it first
-                if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                    raise
-        if versioned:
-            self.client.set_bucket_versioning(bucket, VersioningConfig(ENABLED))
+        with storage_errors(f"creating bucket {bucket}"):
+            if not self.client.bucket_exists(bucket):
+                try:
+                    self.client.make_bucket(bucket)
+                except S3Error as exc:  # another process made it first
+                    if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                        raise
+            if versioned:
+                self.client.set_bucket_versioning(bucket, VersioningConfig(ENABLED))
+
+    def bucket_names(self) -> list[str]:
+        """Every bucket this identity may see; also what a caller probes the server and its keys with."""
+        with storage_errors("listing buckets"):
+            return sorted(b.name for b in self.client.list_buckets())
 
     # --- listing and reading ------------------------------------------------------
 

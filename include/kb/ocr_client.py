@@ -83,10 +83,6 @@ class OcrClient:
         body = self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
         return PublishedLimits.from_dict(body)
 
-    def published_limits(self) -> dict[str, Any]:
-        """The same body as the contract reads it (what it does not know left out)."""
-        return self.published().as_dict()
-
     def parse(self, data: bytes, first: int, last: int, backend: str = "auto",
               read_timeout_s: float | None = None) -> list[dict[str, Any]]:
         """``read_timeout_s``: how long to wait for the answer (``RangeLimits.answer_within_s``

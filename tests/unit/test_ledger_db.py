@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import event, text
 
-from kb.errors import LedgerUnavailable
+from kb.errors import InfrastructureError, LedgerUnavailable
 from kb.ledger import LedgerEntry, Status, doc_id_for, pending_work
 from kb.ledger_db import Ledger, sqlite_url
 from kb.objectstore import ObjectInfo
@@ -129,7 +129,7 @@ def test_processes_writing_at_once_lose_nothing_in_wal_mode(tmp_path):
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
 
 
-def test_a_database_that_cannot_be_reached_is_a_retryable_typed_error(tmp_path):
+def test_a_database_that_cannot_be_reached_is_a_typed_infrastructure_error(tmp_path):
     import socket
 
     with socket.socket() as s:  # a loopback port nothing listens on
@@ -138,7 +138,7 @@ def test_a_database_that_cannot_be_reached_is_a_retryable_typed_error(tmp_path):
     ledger = Ledger(f"postgresql+psycopg2://kb:secret-pw@127.0.0.1:{port}/kb_ledger?connect_timeout=2")
     with pytest.raises(LedgerUnavailable) as info:
         ledger.get(doc_id_for("inbox", "a.pdf"))
-    assert info.value.retryable and "secret-pw" not in str(info.value)
+    assert isinstance(info.value, InfrastructureError) and "secret-pw" not in str(info.value)
 
 
 def test_random_listings_agree_with_the_rules(ledger):

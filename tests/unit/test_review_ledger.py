@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kb.errors import NotUnderReview
-from kb.ledger import Decision, LedgerEntry, Status, doc_id_for
+from kb.decisions import Decision
+from kb.ledger import LedgerEntry, Status, doc_id_for
 from kb.ledger_db import Ledger, sqlite_url
 from kb.objectstore import ObjectInfo
 

@@ -66,7 +66,7 @@ class PlannedDocument(DocumentVersion):
     page_count: int
     scanned_pages: list[int]
     ranges: list[str]  # the result key of each of its page ranges, in page order
-    # a reviewer's decision on this version (``kb.ledger.Decision``) and its quality
+    # a reviewer's decision on this version (``kb.decisions.Decision``) and its quality
     # overrides, which apply to this document alone
     decision: str | None = None
     quality: dict[str, Any] = field(default_factory=dict)

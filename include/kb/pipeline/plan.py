@@ -11,7 +11,8 @@ import logging
 
 from kb.artifacts import ArtifactKeys
 from kb.errors import DocumentError
-from kb.ledger import Decision, Status, doc_id_for
+from kb.decisions import Decision
+from kb.ledger import Status, doc_id_for
 from kb.limits import RangeLimits
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PageRange, Plan, PlannedDocument, Sensed

@@ -3,8 +3,8 @@ matched terms marked, and the image of each page behind a hit with the hit's tex
 highlighted on it (the page endpoint draws the hit's boxes: ``?chunk=<hit id>``).
 
 The page is static; it calls the API with the key the user gives it (kept in the browser's
-session storage). ``kb status`` prints the page's address with the key in the URL's
-fragment (``#key=...``), which browsers never send to a server, so it never reaches a log.
+session storage). An address with the key in its fragment (``/#key=...``) fills the key in:
+browsers never send a fragment to a server, so the key never reaches a log.
 """
 
 PAGE = """<!doctype html>
