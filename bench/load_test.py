@@ -28,7 +28,7 @@ import httpx
 import psutil
 import pymupdf
 
-from kb.samples import scanned_copy
+from kb_dev.samples import scanned_copy
 
 
 def sample_pdf(pages: int = 2, scanned: bool = False) -> bytes:

@@ -47,6 +47,8 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, task
 
+from kb_airflow.names import INGEST_DAG_ID, OCR_POOL, OCR_QUEUE
+
 # Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
 
 
@@ -127,7 +129,7 @@ def _deadline():
 
 
 @dag(
-    dag_id="kb_ingest",
+    dag_id=INGEST_DAG_ID,
     schedule=SCHEDULE,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -193,7 +195,7 @@ def kb_ingest():
     def pick(planned: dict, part: str) -> list:
         return planned[part]
 
-    @task(pool="gpu_ocr", queue="gpu", retries=2)
+    @task(pool=OCR_POOL, queue=OCR_QUEUE, retries=2)
     def extract(rng: dict, run_id=None, params=None) -> str | None:
         from kb.pipeline.extract import extract
         from kb.pipeline.messages import PageRange

@@ -28,6 +28,7 @@ from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOpe
 from airflow.sdk import Param, dag, task
 
 from kb.decisions import Decision
+from kb_airflow.names import INGEST_DAG_ID, REVIEW_DAG_ID, REVIEW_DECIDE_TASK
 
 # Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
 
@@ -43,7 +44,7 @@ def _ledger():
 
 
 @dag(
-    dag_id="kb_review",
+    dag_id=REVIEW_DAG_ID,
     schedule=None,  # one run per document to decide: `kb review decide`, or by hand in the UI
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -72,7 +73,7 @@ def kb_review():
         }
 
     decide = HITLOperator(
-        task_id="decide",
+        task_id=REVIEW_DECIDE_TASK,
         subject="Quarantined: {{ params.key }}",
         body=("**{{ ti.xcom_pull(task_ids='pending')['key'] }}** was quarantined by run "
               "`{{ ti.xcom_pull(task_ids='pending')['run_id'] }}` "
@@ -117,7 +118,7 @@ def kb_review():
 
     reindex = TriggerDagRunOperator(
         task_id="reindex",
-        trigger_dag_id="kb_ingest",
+        trigger_dag_id=INGEST_DAG_ID,
         conf={"prefix": "{{ params.key }}"},
         wait_for_completion=False,
     )

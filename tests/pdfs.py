@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pymupdf
 
-from kb.samples import scanned_copy  # noqa: F401  (tests build scanned PDFs with it)
+from kb_dev.samples import scanned_copy  # noqa: F401  (tests build scanned PDFs with it)
 
 
 def make_pdf(pages: list[str], *, fontname: str = "helv") -> bytes:

@@ -28,11 +28,14 @@ def test_compose_has_every_production_part():
         assert name in services, name
 
 
-def test_the_gpu_worker_serves_queue_gpu_and_reserves_a_gpu():
+def test_the_gpu_worker_serves_the_ocr_queue_and_reserves_a_gpu():
+    from kb_airflow.names import OCR_POOL, OCR_QUEUE
+
     gpu = compose()["services"]["airflow-worker-gpu"]
-    assert "--queues gpu" in gpu["command"]
+    assert f"--queues {OCR_QUEUE}" in gpu["command"]
     assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
-    assert "gpu_ocr" in compose()["services"]["airflow-init"]["command"][-1]
+    # the pool the extract task runs in, created by name when the deployment starts
+    assert f"pools set {OCR_POOL} " in compose()["services"]["airflow-init"]["command"][-1]
 
 
 def test_no_secret_is_written_into_the_compose_file():

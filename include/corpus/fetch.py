@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kb.corpus import CorpusError, fetch
+from kb_dev.corpus import CorpusError, fetch
 
 
 def main() -> int:

@@ -17,7 +17,8 @@ from kb.pipeline.extract import engine_extractor, extract
 from kb.pipeline.index import index_batch
 from kb.pipeline.sense import sense
 from kb.sparse import SparseVector
-from kb.vectorstore import VectorStore, point_id
+from kb.points import point_id
+from kb.vectorstore import VectorStore
 from tests.integration.stages import context, plan_run
 from tests.pdfs import guide_pdf, scanned_copy
 

@@ -93,9 +93,9 @@ def test_one_of_two_documents_deleted_is_retired_without_a_hold(kb_env, webhook)
 def _read_only_store(s3_server):
     """The S3 server's read-only identity (the search service's), which may list but not delete."""
     from kb.objectstore import ObjectStore
-    from kb.stack import read_env_file, secrets_path
+    from kb_dev.stack.secrets import read_secrets
 
-    keys = read_env_file(secrets_path(s3_server["settings"].state_dir))
+    keys = read_secrets(s3_server["settings"].state_dir)
     return ObjectStore.connect(s3_server["endpoint"], keys["KB_SEARCH_S3_ACCESS_KEY"], keys["KB_SEARCH_S3_SECRET_KEY"])
 
 

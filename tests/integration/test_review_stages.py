@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kb.ledger import Decision, Status, doc_id_for
+from kb.decisions import Decision
+from kb.ledger import Status, doc_id_for
 from kb.pipeline.extract import extract
 from kb.pipeline.index import index_batch
 from tests.integration.stages import context, plan_run

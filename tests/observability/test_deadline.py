@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from kb.artifacts import ArtifactKeys
-from kb.stack import INGEST_DAG_ID
+from kb_airflow.names import INGEST_DAG_ID
 from tests.live import LIVE_SETTINGS
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
 from tests.stack.faultkit import ARTIFACTS

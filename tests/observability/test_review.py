@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from kb.ledger import Decision, Status, doc_id_for
+from kb.decisions import Decision
+from kb.ledger import Status, doc_id_for
 from kb.ledger_db import Ledger
 from tests.pdfs import coded_pages, make_pdf
 from tests.stack.faultkit import INBOX

@@ -3,7 +3,6 @@ never inside Chinese, and a skewed two-column page read column by column."""
 
 from __future__ import annotations
 
-import re
 
 import cv2
 import numpy as np

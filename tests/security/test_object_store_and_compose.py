@@ -25,8 +25,9 @@ import httpx
 import pytest
 
 from kb.objectstore import ObjectStore
-from kb.settings import PipelineSettings, StackSettings
-from kb.stack import weed_security_dir
+from kb.settings import PipelineSettings
+from kb_dev.settings import StackSettings
+from kb_dev.stack.s3 import weed_security_dir
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"

@@ -3,7 +3,6 @@ with a huge body or a huge query, or after a delete can make them do."""
 
 from __future__ import annotations
 
-import json
 import random
 import socket
 import time
@@ -150,7 +149,6 @@ def test_page_images_come_from_a_bounded_pool(live):
     """Many page requests at once: one is drawn at a time, two may wait (KB_SEARCH_PAGE_QUEUE=2
     on this stack), the rest are told to come back (429); none fails. Unbounded, all 40 were
     drawn at once, each holding its whole document in memory."""
-    runs = live.runs
     prefix = "security/pool/"
     state, _ = live.ingest(prefix, {"pool.pdf": make_pdf([f"Pool page {n}." for n in range(1, 4)])})
     assert state == "success"

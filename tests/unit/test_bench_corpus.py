@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb.bench_corpus import indexed_pages
+from kb_dev.bench.corpus import indexed_pages
 from kb.ledger import LedgerEntry, Status
 
 SHA = "a" * 64

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from kb.bench import warm_then_time
+from kb_dev.bench.ingest import warm_then_time
 
 
 def test_the_warm_up_pass_runs_first_and_is_not_in_the_timed_seconds():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb.bench_soak import long_lived, table
+from kb_dev.bench.soak import long_lived, table
 
 
 def proc(part: str, pid: int, command: str, rss_mb: float = 100.0, fds: int = 10) -> dict:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kb.embedding import OnnxEmbedder
-from kb.samples import ARCHIVE_RULES, PUMP_MANUAL
+from kb_dev.samples import ARCHIVE_RULES, PUMP_MANUAL
 
 TEXTS = [p for _, pages in (PUMP_MANUAL, ARCHIVE_RULES) for _, paras in pages for p in paras] + [
     "How often must the impeller seal be replaced?", "档案扫描分辨率不低于多少？", "E42", "x " * 400,

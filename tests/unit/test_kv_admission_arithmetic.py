@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kb.pools import ReplicaCapacity, capacity_of
+from kb_dev.pools import ReplicaCapacity, capacity_of
 from ocr_engine.limits import EngineLimits
 from ocr_engine.service import errors as E
 from ocr_engine.service.admission import KvAdmission
@@ -28,13 +28,13 @@ def test_a_sequence_holds_its_reference_tokens_and_one_window_whatever_its_outpu
     assert REAL.bytes(pages) <= capacity < REAL.bytes(pages + 1)
 
 
-def published_body(kv: KvLimits | None, max_concurrency: int) -> dict:
-    """A ``GET /v1/limits`` body as the service writes it, through the contract's types."""
+def published_body(kv: KvLimits | None, max_concurrency: int) -> PublishedLimits:
+    """A ``GET /v1/limits`` body as the service writes it and a client reads it back."""
     request = RequestLimits(max_pages=50, max_bytes=1 << 20, timeout_s=120.0, queue_timeout_s=120.0,
                             max_concurrency=max_concurrency, max_queue=8)
     engine = EngineLimits(ocr_backend="unlimited", max_pages_per_call=12, token_budget=None,
                           seconds_per_page={"textlayer": 0.05, "unlimited": 2.0}, pace={}, min_text_chars=20)
-    return PublishedLimits(request=request, engine=engine, kv=kv).as_dict()
+    return PublishedLimits.from_dict(PublishedLimits(request=request, engine=engine, kv=kv).as_dict())
 
 
 def test_a_replica_counts_its_kv_sequences_or_else_its_engine_slots():

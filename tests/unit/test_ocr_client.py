@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from kb.errors import RangeTimedOut, RangeTooLarge
+from kb.errors import DocumentError, RangeTimedOut, RangeTooLarge
 from kb.ocr_client import OcrClient, OcrRejected, OcrRequestRefused, OcrUnavailable
 
 
@@ -93,7 +93,7 @@ def test_final_answers_are_not_retried_and_say_whose_problem_they_are(status, co
             OcrClient(server.url, "k", retries=3, backoff_s=0.01).parse(b"%PDF", 1, 1)
         assert code in str(info.value) and server.calls == 1
         if error is OcrRejected:
-            assert info.value.code == code and info.value.status == status and not info.value.retryable
+            assert info.value.code == code and info.value.status == status and isinstance(info.value, DocumentError)
     finally:
         server.close()
 

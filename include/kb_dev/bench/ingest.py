@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kb.errors import KbError
-from kb.samples import bench_corpus
+from kb_dev.samples import write_prose_documents
 
 WARM_UP_SEED = 1_000  # the warm-up document's prose differs from every timed document's
 
@@ -52,9 +52,10 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
 
     from kb.embedding import make_embedder
     from kb.pipeline.index import chunk_pages
+    from kb.points import point_id
     from kb.settings import PipelineSettings
     from kb.sparse import SparseEncoder
-    from kb.vectorstore import VectorStore, point_id
+    from kb.vectorstore import VectorStore
     from ocr_engine.backends.textlayer import extract_range
 
     settings = PipelineSettings(collection=collection)
@@ -83,7 +84,7 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
 
 def _direct_process(folder: Path, collection: str) -> dict[str, Any]:
     """``direct`` over ``folder`` in a fresh process, as a task runs; its counts."""
-    done = subprocess.run([sys.executable, "-m", "kb.bench", "direct", str(folder), collection],
+    done = subprocess.run([sys.executable, "-m", "kb_dev.bench.ingest", "direct", str(folder), collection],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"the direct script failed:\n{done.stderr[-2000:]}")
@@ -92,8 +93,9 @@ def _direct_process(folder: Path, collection: str) -> dict[str, Any]:
 
 def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0) -> dict[str, Any]:
     from kb.objectstore import ObjectStore
-    from kb.settings import PipelineSettings, StackSettings
-    from kb.stack import run_ingest
+    from kb.settings import PipelineSettings
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack.topology import run_ingest
     from kb.vectorstore import VectorStore
 
     settings = PipelineSettings()
@@ -120,8 +122,8 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
         folder, warm_folder = Path(tmp) / "timed", Path(tmp) / "warm-up"
         folder.mkdir()
         warm_folder.mkdir()
-        files = bench_corpus(folder, documents=documents, pages_per_document=pages)
-        warm_files = bench_corpus(warm_folder, documents=1, pages_per_document=pages, seed=WARM_UP_SEED)
+        files = write_prose_documents(folder, documents=documents, pages_per_document=pages)
+        warm_files = write_prose_documents(warm_folder, documents=1, pages_per_document=pages, seed=WARM_UP_SEED)
         total_pages = documents * pages
 
         direct = warm_then_time(lambda: _direct_process(warm_folder, direct_collection),
@@ -170,5 +172,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "direct":
         print(json.dumps(direct(Path(sys.argv[2]), sys.argv[3])))
     else:
-        print("usage: python -m kb.bench direct FOLDER COLLECTION", file=sys.stderr)
+        print("usage: python -m kb_dev.bench.ingest direct FOLDER COLLECTION", file=sys.stderr)
         raise SystemExit(2)

@@ -3,7 +3,7 @@ as a ``.eml`` file, so that ``kb alerts`` shows what the ops team would have rec
 
 It asks for the login ``kb up`` generated (``KB_MAIL_SINK_PASSWORD``): the stack's own
 senders (Airflow's alert tasks, Alertmanager) use it, and nothing else on the machine can
-fill the folder. ``python -m kb_dev.mailsink --port N --folder DIR``.
+fill the folder. ``python -m kb_dev.stack.mailsink --port N --folder DIR``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def run(host: str, port: int, folder: Path, password: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kb_dev.mailsink")
+    parser = argparse.ArgumentParser(prog="python -m kb_dev.stack.mailsink")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--folder", type=Path, required=True)

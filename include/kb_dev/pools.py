@@ -1,4 +1,4 @@
-"""``kb pools sync``: the Airflow pool ``gpu_ocr`` gets the slots the OCR replicas can hold.
+"""``kb pools sync``: the OCR pool (``gpu_ocr``) gets the slots the OCR replicas can hold.
 
 Each replica publishes its capacity at ``GET /v1/limits``: on the ``unlimited`` backend
 the KV budget as a number of sequences of a typical range (``kv.capacity_sequences``),
@@ -12,7 +12,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-POOL = "gpu_ocr"  # the extract task's pool (dags/kb_ingest.py)
+from kb.ocr_client import OcrClient
+from kb_airflow.names import OCR_POOL
+from kb_dev.airflow_api import AirflowClient
+from ocr_engine.service.contract import PublishedLimits
+
 DESCRIPTION = "OCR page ranges on the GPU pool: the replicas' published capacity (kb pools sync)"
 
 
@@ -26,24 +30,24 @@ class ReplicaCapacity:
         return asdict(self)
 
 
-def capacity_of(url: str, limits: dict[str, Any]) -> ReplicaCapacity:
-    """One replica's capacity from the body of its ``GET /v1/limits``."""
-    from ocr_engine.service.contract import PublishedLimits
-
-    published = PublishedLimits.from_dict(limits)
+def capacity_of(url: str, published: PublishedLimits) -> ReplicaCapacity:
+    """One replica's capacity from what it publishes at ``GET /v1/limits``."""
     if published.kv is not None:
         return ReplicaCapacity(url, published.kv.capacity_sequences, "kv")
     return ReplicaCapacity(url, published.request.max_concurrency, "concurrency")
 
 
 def replica_capacities(urls: list[str], api_key: str | None) -> list[ReplicaCapacity]:
-    from kb.ocr_client import OcrClient
-
-    return [capacity_of(url, OcrClient(url, api_key, retries=1).published_limits()) for url in urls]
+    return [capacity_of(url, OcrClient(url, api_key, retries=1).published()) for url in urls]
 
 
-def sync(airflow, replicas: list[ReplicaCapacity]) -> int:
-    """Set the pool to the replicas' sum (at least 1: a pool of 0 would stop every range)."""
-    slots = max(1, sum(r.sequences for r in replicas))
-    airflow.set_pool(POOL, slots, DESCRIPTION)
+def slots_for(replicas: list[ReplicaCapacity]) -> int:
+    """The replicas' sum, at least 1: a pool of 0 would stop every range."""
+    return max(1, sum(r.sequences for r in replicas))
+
+
+def sync(airflow: AirflowClient, replicas: list[ReplicaCapacity]) -> int:
+    """Set the pool to what the replicas hold; the slots set."""
+    slots = slots_for(replicas)
+    airflow.set_pool(OCR_POOL, slots, DESCRIPTION)
     return slots

@@ -48,15 +48,17 @@ def bench_sense(objects: int = 20_000, ledger_url: str | None = None,
                 echo: Callable[[str], None] = print) -> dict[str, Any]:
     from sqlalchemy import event
 
-    from kb import stack
-    from kb.ports import weed_port_set
     from kb.ledger import LedgerEntry, Status
     from kb.ledger_db import Ledger, sqlite_url
     from kb.objectstore import ObjectInfo, ObjectStore
     from kb.pipeline.context import Context
     from kb.pipeline.sense import sense
     from kb.pipeline.signature import index_signature
-    from kb.settings import PipelineSettings, StackSettings
+    from kb.settings import PipelineSettings
+    from kb_dev.ports import weed_port_set
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import s3 as s3_part
+    from kb_dev.stack.secrets import ensure_secrets
 
     signature_started = time.perf_counter()
     signature = index_signature(PipelineSettings())  # the embedder's digest (an ONNX export the first time)
@@ -66,12 +68,12 @@ def bench_sense(objects: int = 20_000, ledger_url: str | None = None,
         state = Path(tmp)
         ports = weed_port_set()
         s3 = StackSettings(state_dir=state, **ports)
-        secrets_ = stack.ensure_secrets(state)
-        stack.start_s3(s3, secrets_)
+        secrets_ = ensure_secrets(state)
+        s3_part.start(s3, secrets_)
         try:
             pool = CountingPool(timeout=urllib3.Timeout(connect=5, read=60), maxsize=16,
                                 retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]))
-            store = ObjectStore.connect(f"{s3.host}:{s3.s3_port}", secrets_["KB_S3_ACCESS_KEY"],
+            store = ObjectStore.connect(s3_part.endpoint(s3), secrets_["KB_S3_ACCESS_KEY"],
                                         secrets_["KB_S3_SECRET_KEY"], http_client=pool)
             settings = PipelineSettings(state_dir=state, ledger_url=ledger_url or sqlite_url(state / "ledger.db"),
                                         inbox_bucket="bench-inbox", artifacts_bucket="bench-artifacts")
@@ -123,7 +125,7 @@ def bench_sense(objects: int = 20_000, ledger_url: str | None = None,
             ctx.ledger.changes(settings.inbox_bucket, "", listing, settings.max_attempts, signature)
             query_s = time.perf_counter() - started
         finally:
-            stack.stop_s3(s3)
+            s3_part.stop(s3)
     return {
         "objects": objects, "ledger_rows": len(rows), "sense_s": round(seconds, 3),
         "list_alone_s": round(list_s, 3), "ledger_query_alone_s": round(query_s, 3),

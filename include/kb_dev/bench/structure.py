@@ -355,7 +355,7 @@ def _cer_table(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr)
                     ) -> dict[str, Any]:
-    from kb.corpus import fetch
+    from kb_dev.corpus import fetch
     from kb.embedding import make_embedder
     from kb.pipeline.index import chunk_pages
     from kb.settings import PipelineSettings
@@ -367,8 +367,8 @@ def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print
     embedder = make_embedder(settings)
     engine = OcrEngine()
     from kb.retrieval import language as language_of
-    from kb.samples import SAMPLES as BORN_DIGITAL
-    from kb.samples import SCANNED_SAMPLES
+    from kb_dev.samples import SAMPLES as BORN_DIGITAL
+    from kb_dev.samples import SCANNED_SAMPLES
 
     documents, cer_parts = [], []
     started = time.perf_counter()

@@ -66,12 +66,14 @@ def bench_search(queries: int = 200, concurrency: int = 4, timeout_s: float = 18
                  echo=print) -> dict[str, Any]:
     from kb.evaluation import evaluate, load_questions
     from kb.objectstore import ObjectStore
-    from kb.samples import bench_corpus
-    from kb.settings import PipelineSettings, StackSettings
-    from kb.stack import run_ingest, search_client
+    from kb_dev.samples import write_prose_documents
+    from kb.settings import PipelineSettings
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import search
+    from kb_dev.stack.topology import run_ingest
 
     stack = StackSettings()
-    client = search_client(stack)
+    client = search.client(stack)
     if client is None:
         raise KbError("the search service is not running; start the stack with `kb up`")
     settings = PipelineSettings()
@@ -88,7 +90,7 @@ def bench_search(queries: int = 200, concurrency: int = 4, timeout_s: float = 18
     store = ObjectStore.from_settings()
     prefix = f"bench-search/{time.strftime('%Y%m%dT%H%M%S')}/"
     with tempfile.TemporaryDirectory() as tmp:
-        files = bench_corpus(Path(tmp), documents=4, pages_per_document=20)
+        files = write_prose_documents(Path(tmp), documents=4, pages_per_document=20)
         for f in files:
             store.put_bytes(settings.inbox_bucket, prefix + f.name, f.read_bytes(), content_type="application/pdf")
     done = threading.Event()

@@ -3,7 +3,7 @@
 - the pipeline exporter (``kb-exporter serve``, job ``kb-exporter``) and the StatsD bridge
   that turns Airflow's StatsD metrics into the job ``airflow`` (compose runs statsd_exporter
   with the same mapping file);
-- a mail sink (``kb_dev.mailsink``) that the stack's alerts go to: Airflow's connection
+- a mail sink (``kb_dev.stack.mailsink``) that the stack's alerts go to: Airflow's connection
   ``kb_alerts_smtp`` points at it, and so does Alertmanager;
 - Debian's Prometheus and Alertmanager when installed (``apt-get install prometheus
   prometheus-alertmanager``), with the rules of ``include/config/prometheus/rules``.
@@ -30,10 +30,10 @@ from typing import Any, Callable
 import httpx
 import yaml
 
-from kb.settings import StackSettings
-from kb.stack import (
-    REPO_ROOT, check_ports_free, part_pid, start_process, stop_part, wait_until, _write_private,
-)
+from kb_dev import REPO_ROOT
+from kb_dev.settings import StackSettings
+from kb_dev.stack.process import check_ports_free, part_pid, start_process, stop_part, wait_until
+from kb_dev.stack.secrets import write_private
 
 RULES = REPO_ROOT / "include" / "config" / "prometheus" / "rules"
 # Started in this order, stopped in the reverse one.
@@ -115,7 +115,7 @@ def start(s: StackSettings, secrets_: dict[str, str], pipeline_env: dict[str, st
     base = dict(os.environ)
     if not part_pid(s, "mail"):
         env = {**base, "KB_MAIL_SINK_PASSWORD": secrets_["KB_MAIL_SINK_PASSWORD"]}
-        pid = start_process(s, "mail", [python, "-m", "kb_dev.mailsink", "--host", s.host, "--port", str(s.mail_port),
+        pid = start_process(s, "mail", [python, "-m", "kb_dev.stack.mailsink", "--host", s.host, "--port", str(s.mail_port),
                                         "--folder", str(mail_folder(s))], env, s.state_dir)
         wait_until(s, "mail", pid, _listening(s.host, s.mail_port), f"SMTP on {s.host}:{s.mail_port}")
     if not part_pid(s, "exporter"):
@@ -141,7 +141,7 @@ def start(s: StackSettings, secrets_: dict[str, str], pipeline_env: dict[str, st
     folder = s.state_dir / "observe"
     if alertmanager and not part_pid(s, "alertmanager"):
         config = folder / "alertmanager.yml"
-        _write_private(config, yaml.safe_dump(alertmanager_config(s, secrets_), sort_keys=False))
+        write_private(config, yaml.safe_dump(alertmanager_config(s, secrets_), sort_keys=False))
         pid = start_process(s, "alertmanager", [
             alertmanager, f"--config.file={config}", f"--storage.path={folder / 'alertmanager'}",
             f"--web.listen-address={s.host}:{s.alertmanager_port}", "--cluster.listen-address="],
@@ -149,7 +149,7 @@ def start(s: StackSettings, secrets_: dict[str, str], pipeline_env: dict[str, st
         wait_until(s, "alertmanager", pid, _http_ready(f"http://{s.host}:{s.alertmanager_port}/-/ready"), "/-/ready")
     if not part_pid(s, "prometheus"):
         config = folder / "prometheus.yml"
-        _write_private(config, yaml.safe_dump(prometheus_config(s), sort_keys=False))
+        write_private(config, yaml.safe_dump(prometheus_config(s), sort_keys=False))
         pid = start_process(s, "prometheus", [
             prometheus, f"--config.file={config}", f"--storage.tsdb.path={folder / 'prometheus'}",
             f"--web.listen-address={s.host}:{s.prometheus_port}", "--storage.tsdb.retention.time=7d"],

@@ -1,7 +1,8 @@
 """A small client of Airflow 3's public REST API: trigger a run, follow it to the end.
 
 Uses the simple auth manager's token endpoint with the stack's generated password;
-the token is kept in memory only.
+the token is kept in memory only. httpx's errors end here: an API that does not answer is
+``AirflowUnreachable``, a refusal ``AirflowApiError`` (404 and 409 as their own kinds).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable
 
 import httpx
 
-from kb.errors import AirflowApiError, AirflowConflict, AirflowNotFound
+from kb_dev.errors import AirflowApiError, AirflowConflict, AirflowNotFound, AirflowUnreachable
 
 TERMINAL = {"success", "failed"}
 # the API's refusals a caller may handle, by status; any other 4xx/5xx is AirflowApiError
@@ -78,9 +79,16 @@ class AirflowClient:
     def close(self) -> None:
         self._http.close()
 
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise AirflowUnreachable(f"cannot reach Airflow at {self.base_url} ({type(exc).__name__}: {exc}); "
+                                     "is the stack up? (`kb status`)") from None
+
     def _auth(self) -> dict[str, str]:
         if self._token is None:
-            resp = self._http.post("/auth/token", json={"username": self._username, "password": self._password})
+            resp = self._send("POST", "/auth/token", json={"username": self._username, "password": self._password})
             if resp.status_code not in (200, 201):
                 raise AirflowApiError(f"Airflow refused the stack's credentials (HTTP {resp.status_code})")
             self._token = resp.json()["access_token"]
@@ -88,10 +96,10 @@ class AirflowClient:
 
     def _request(self, method: str, path: str, retries: int = 4, **kwargs: Any) -> Any:
         for attempt in range(retries + 1):
-            resp = self._http.request(method, path, headers=self._auth(), **kwargs)
+            resp = self._send(method, path, headers=self._auth(), **kwargs)
             if resp.status_code == 401:  # the token expired: get a new one once
                 self._token = None
-                resp = self._http.request(method, path, headers=self._auth(), **kwargs)
+                resp = self._send(method, path, headers=self._auth(), **kwargs)
             # On SQLite a write can time out while the scheduler holds the lock; the API
             # answers 500 and rolled the transaction back, so trying again is safe.
             if resp.status_code < 500 or attempt == retries:
@@ -126,6 +134,8 @@ class AirflowClient:
             try:
                 self._request("GET", f"/api/v2/dags/{dag_id}")
                 return
+            except AirflowUnreachable:
+                raise
             except AirflowApiError:
                 if time.monotonic() > deadline:
                     raise AirflowApiError(f"DAG {dag_id!r} was not parsed within {timeout_s:.0f}s; see the Airflow log")

@@ -26,7 +26,7 @@ def _marker(rng: random.Random) -> str:
 
 
 def _document(folder: Path, i: int, marker: str) -> bytes:
-    from kb.samples import prose_pages, write_pdf
+    from kb_dev.samples import prose_pages, write_pdf
 
     pages = prose_pages(2, seed=1000 + i, paragraphs=2)
     heading, paragraphs = pages[0]
@@ -39,12 +39,13 @@ def _document(folder: Path, i: int, marker: str) -> bytes:
 def bench_latency(documents: int = 10, timeout_s: float = 300.0, poll_s: float = 0.5,
                   echo: Callable[[str], None] = print) -> dict[str, Any]:
     from kb.objectstore import ObjectStore
-    from kb.settings import PipelineSettings, StackSettings
-    from kb.stack import search_client
+    from kb.settings import PipelineSettings
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import search
 
     settings, stack = PipelineSettings(), StackSettings()
     store = ObjectStore.from_settings()
-    client = search_client(stack)
+    client = search.client(stack)
     if client is None:
         raise KbError("the search service is not running; start the stack with `kb up`")
     rng = random.Random()

@@ -5,7 +5,7 @@ package, the sha256 of the .deb and of the PDF, pages, language, licence, whethe
 image-only copy is made of it, and whether it is in the test subset. Nothing else is
 committed: ``fetch`` downloads each package with ``apt-get download``, unpacks it with
 ``dpkg-deb -x``, checks both digests, and makes the image-only copies with
-``kb.samples.scanned_copy`` (150 dpi, skewed up to 1.5 degrees, 0.2 % speckle, seeded,
+``kb_dev.samples.scanned_copy`` (150 dpi, skewed up to 1.5 degrees, 0.2 % speckle, seeded,
 so a copy is the same bytes every time).
 
     python include/corpus/fetch.py [--dest .kb/corpus] [--subset]
@@ -94,7 +94,7 @@ def fetch(dest: Path, *, subset: bool = False, echo: Callable[[str], None] = pri
             continue
         target = dest / "scanned" / doc.scan_file
         if not target.exists():
-            from kb.samples import scanned_copy
+            from kb_dev.samples import scanned_copy
 
             echo(f"making an image-only copy of {doc.file} ({doc.pages} pages) ...")
             tmp = target.with_suffix(".part")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kb.corpus import fetch
+from kb_dev.corpus import fetch
 from kb.ledger import LedgerEntry, Status
 
 
@@ -31,8 +31,9 @@ def bench_corpus(dest: Path, timeout_s: float = 7200.0, echo: Callable[[str], No
     from kb.ledger import doc_id_for
     from kb.ledger_db import Ledger
     from kb.objectstore import ObjectStore
-    from kb.settings import PipelineSettings, StackSettings
-    from kb.stack import run_ingest
+    from kb.settings import PipelineSettings
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack.topology import run_ingest
 
     files = fetch(dest, echo=echo)
     settings, store = PipelineSettings(), ObjectStore.from_settings()

@@ -14,13 +14,12 @@ from datetime import datetime, timezone
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kb.airflow_api import AirflowClient, HitlRequest, HitlResponse, RunOutcome
-from kb.errors import AirflowApiError, AirflowNotFound, NotUnderReview
-from kb.ledger import Decision
-from kb.stack import INGEST_DAG_ID
+from kb.decisions import Decision
+from kb.errors import NotUnderReview
+from kb_airflow.names import INGEST_DAG_ID, REVIEW_DAG_ID, REVIEW_DECIDE_TASK
+from kb_dev.airflow_api import AirflowClient, HitlRequest, HitlResponse, RunOutcome
+from kb_dev.errors import AirflowApiError, AirflowNotFound
 
-REVIEW_DAG_ID = "kb_review"
-DECIDE_TASK = "decide"
 # Airflow 3.3.2 loses an answer given before the scheduler has handled the exit of the worker
 # that parked the task (AWAITING_INPUT): the answer queues the task again, and the worker's late
 # "success" event then marks the queued task failed ("state changed externally"; seen on the
@@ -41,7 +40,7 @@ def waiting_requests(client: AirflowClient) -> dict[str, HitlRequest]:
     """The ``kb_review`` runs waiting for an answer, by document key (the run's ``key`` param)."""
     found: dict[str, HitlRequest] = {}
     for request in client.hitl_requests(REVIEW_DAG_ID, waiting=True):
-        if request.task_id != DECIDE_TASK:
+        if request.task_id != REVIEW_DECIDE_TASK:
             continue
         key = (client.dag_run(REVIEW_DAG_ID, request.run_id).get("conf") or {}).get("key")
         if key:

@@ -51,7 +51,7 @@ def _search_loop(client, stop: threading.Event, out: _Searches, per_second: floa
 def _document(n: int, version: int) -> bytes:
     import pymupdf
 
-    from kb.samples import PAGE_H, PAGE_W, prose_pages
+    from kb_dev.samples import PAGE_H, PAGE_W, prose_pages
 
     doc = pymupdf.open()
     for heading, paragraphs in prose_pages(3, seed=1000 * n + version, paragraphs=2):
@@ -96,15 +96,19 @@ def long_lived(before: list[dict[str, Any]], start: list[dict[str, Any]],
 
 def soak(minutes: float = 30.0, interval_s: float = 5.0, searches_per_s: float = 2.0,
          run_timeout_s: float = 900.0, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    from kb.airflow_api import TERMINAL
+    from kb_dev.airflow_api import TERMINAL
     from kb.ledger import Status, doc_id_for
     from kb.ledger_db import Ledger
     from kb.objectstore import ObjectStore
-    from kb.settings import PipelineSettings, StackSettings
-    from kb.stack import INGEST_DAG_ID, airflow_client, processes, run_ingest, search_client
+    from kb.settings import PipelineSettings
+    from kb_dev.settings import StackSettings
+    from kb_airflow.names import INGEST_DAG_ID
+    from kb_dev.stack import search
+    from kb_dev.stack.process import processes
+    from kb_dev.stack.topology import airflow_client, run_ingest
 
     stack, settings = StackSettings(), PipelineSettings()
-    client = search_client(stack)
+    client = search.client(stack)
     if client is None:
         raise KbError("the search service is not running; start the stack with `kb up`")
     store = ObjectStore.from_settings()

@@ -25,7 +25,7 @@ from kb.errors import KbError
 
 def stack_env(state: Path) -> dict[str, str]:
     """An environment for a `kb` stack of the benchmark's own: its folder, free ports, no cron, no watcher."""
-    from kb.ports import free_ports, weed_port_set
+    from kb_dev.ports import free_ports, weed_port_set
 
     api, worker_logs, trigger_logs, ocr, ocr2, search, pg, redis, worker2_logs = free_ports(9)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "AIRFLOW", "OCR_"))}
@@ -49,9 +49,10 @@ def _kb(env: dict[str, str], *args: str, timeout: float) -> subprocess.Completed
 
 
 def _one(workers: int, files: list[Path], pages: int, timeout_s: float, echo: Callable[[str], None]) -> dict[str, Any]:
-    from kb import stack
-    from kb.objectstore import ObjectStore
-    from kb.settings import StackSettings
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import s3
+    from kb_dev.stack.secrets import read_secrets
+    from kb_dev.stack.topology import run_ingest
 
     root = Path(tempfile.mkdtemp(prefix="kb-bench-throughput-", dir="/tmp"))
     root.chmod(0o755)  # Postgres runs as its own user, which must reach its folder
@@ -60,16 +61,15 @@ def _one(workers: int, files: list[Path], pages: int, timeout_s: float, echo: Ca
         echo(f"{workers} worker(s): starting the distributed stack ...")
         _kb(env, "up", "--distributed", "--workers", str(workers), timeout=900)
         s = StackSettings.from_env(env)
-        secrets_ = stack.read_env_file(stack.secrets_path(s.state_dir))
-        store = ObjectStore.connect(f"{s.host}:{s.s3_port}", secrets_["KB_S3_ACCESS_KEY"], secrets_["KB_S3_SECRET_KEY"])
-        warm = stack.run_ingest(s, {"prefix": "warm-up/"}, timeout_s, echo=lambda _l: None, poll_s=0.5)
+        store = s3.admin_store(s, read_secrets(s.state_dir))
+        warm = run_ingest(s, {"prefix": "warm-up/"}, timeout_s, echo=lambda _l: None, poll_s=0.5)
         if warm.state != "success":
             raise KbError(f"the warm-up run ended {warm.state}")
         for f in files:
             store.put_bytes("inbox", f"bench/{f.name}", f.read_bytes(), content_type="application/pdf")
         echo(f"{workers} worker(s): one run over {pages} pages ...")
         started = time.perf_counter()
-        result = stack.run_ingest(s, {"prefix": "bench/"}, timeout_s, echo=lambda _l: None, poll_s=0.5)
+        result = run_ingest(s, {"prefix": "bench/"}, timeout_s, echo=lambda _l: None, poll_s=0.5)
         seconds = time.perf_counter() - started
         if result.state != "success":
             raise KbError(f"the measured run ended {result.state}")
@@ -82,10 +82,10 @@ def _one(workers: int, files: list[Path], pages: int, timeout_s: float, echo: Ca
 
 def bench_throughput(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0,
                      echo: Callable[[str], None] = print) -> dict[str, Any]:
-    from kb.samples import bench_corpus
+    from kb_dev.samples import write_prose_documents
 
     with tempfile.TemporaryDirectory() as tmp:
-        files = bench_corpus(Path(tmp), documents=documents, pages_per_document=pages)
+        files = write_prose_documents(Path(tmp), documents=documents, pages_per_document=pages)
         rows = [_one(n, files, documents * pages, timeout_s, echo) for n in (1, 2)]
     one, two = rows
     return {"pages": documents * pages, "documents": documents, "workers_1_pages_per_s": one["pages_per_s"],

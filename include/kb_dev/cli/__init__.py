@@ -1,0 +1,43 @@
+"""``kb``: run the local stack, ingest documents, search the knowledge base.
+
+One module per group of commands (``stack``, ``documents``, ``search``, ``bench``), each
+adding its subcommands to the parser. Errors reach the user as ``kb: error [code]: ...``:
+every library and workbench call raises ``KbError`` at its own boundary, so nothing else
+is mapped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from kb.errors import KbError
+from kb_dev.cli import bench, documents, search, stack
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kb", description="run the local stack, ingest documents, search the knowledge base")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (stack, documents, search, bench):
+        group.add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    # progress of long runs must show up when stdout is a file or a pipe too
+    sys.stdout.reconfigure(line_buffering=True)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings repeat what we report
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KbError as exc:
+        print(f"kb: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

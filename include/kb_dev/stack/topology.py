@@ -1,0 +1,162 @@
+"""The whole local stack: ``up``, ``down`` and ``status``, and how a command reaches the stack
+that is running under a state folder.
+
+Two topologies share the parts: the local default (S3, one OCR service, the search
+service, Airflow standalone on SQLite) and the distributed one (``kb up --distributed``:
+Postgres, Redis, Airflow on Celery, OCR replicas). Which one is running is decided in one
+place, ``is_distributed``: everything that differs between them asks it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from kb.settings import PipelineSettings
+from kb_airflow.names import INGEST_DAG_ID
+from kb_dev.airflow_api import AirflowClient, RunOutcome, run_and_wait
+from kb_dev.errors import StackNotRunning
+from kb_dev.settings import StackSettings
+from kb_dev.stack import airflow_celery, airflow_local, ocr, observe, postgres, redis_server, s3, search
+from kb_dev.stack.ocr import Replica
+from kb_dev.stack.process import part_pid, part_states
+from kb_dev.stack.secrets import ensure_secrets, read_secrets
+
+
+def is_distributed(s: StackSettings) -> bool:
+    """The distributed stack is the one whose Postgres runs (the local one has none)."""
+    return postgres.running(s)
+
+
+def ocr_replicas(s: StackSettings) -> list[Replica]:
+    """The OCR services the running stack's Airflow sends ranges to (every replica when distributed)."""
+    return ocr.replicas(s, is_distributed(s))
+
+
+def pipeline_env(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
+    """What a process reading the pipeline's state needs beyond the state folder: the ledger's
+    URL where it is not the folder's SQLite file (the distributed stack keeps it in Postgres)."""
+    return {"KB_LEDGER_URL": postgres.ledger_url(s, secrets_)} if is_distributed(s) else {}
+
+
+def load_client_env(s: StackSettings) -> None:
+    """Let a command reach the running stack: its endpoint, keys and ledger into ``os.environ``
+    (what the environment already says wins)."""
+    secrets_ = read_secrets(s.state_dir)
+    for k, v in {**secrets_, **pipeline_env(s, secrets_)}.items():
+        os.environ.setdefault(k, v)
+    os.environ.setdefault("KB_S3_ENDPOINT", s3.endpoint(s))
+    os.environ.setdefault("KB_STATE_DIR", str(s.state_dir))
+
+
+# --- up, down, status ----------------------------------------------------------------------
+
+
+def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: bool = False, workers: int = 2,
+       echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Start what is not running (parts that run are left as they are); ``airflow=False``:
+    only S3 and the Qdrant folder; ``distributed``: the production topology."""
+    s = s or StackSettings()
+    s.state_dir.mkdir(parents=True, exist_ok=True)
+    secrets_ = ensure_secrets(s.state_dir)
+    echo(f"starting S3 (weed) on {s3.endpoint(s)} ...")
+    try:
+        s3.start(s, secrets_)
+        p = PipelineSettings(state_dir=s.state_dir)
+        p.resolved_qdrant_path.mkdir(parents=True, exist_ok=True)
+        echo(f"Qdrant local store at {p.resolved_qdrant_path}")
+        if distributed:
+            _up_distributed(s, secrets_, workers, echo)
+        elif airflow:
+            [replica] = ocr.replicas(s, distributed=False)
+            echo(f"starting the OCR service on {replica.url} (CPU: text layer, else PP-OCR) ...")
+            ocr.start(s, secrets_, replica)
+            echo(f"starting the search service on {search.base_url(s)} ...")
+            search.start(s, secrets_)
+            _observe(s, secrets_, {}, echo)
+            echo(f"starting Airflow standalone on {airflow_local.base_url(s)} (this takes a minute) ...")
+            airflow_local.start(s, secrets_)
+    except Exception:
+        down(s, echo=lambda _m: None)
+        raise
+    return status(s)
+
+
+def _up_distributed(s: StackSettings, secrets_: dict[str, str], workers: int, echo: Callable[[str], None]) -> None:
+    echo(f"starting Postgres on {s.host}:{s.postgres_port} and Redis on {s.host}:{s.redis_port} ...")
+    postgres.start(s, secrets_)
+    redis_server.start(s, secrets_)
+    # replicas refuse at once when full (no queue), so a client moves on to a free one
+    replica_env = {"OCR_SERVICE_MAX_CONCURRENCY": str(s.ocr_replica_concurrency), "OCR_SERVICE_MAX_QUEUE": "0"}
+    replicas = ocr.replicas(s, distributed=True)
+    for i, replica in enumerate(replicas):
+        echo(f"starting OCR replica {i + 1} on {replica.url} ...")
+        ocr.start(s, secrets_, replica, replica_env)
+    ledger = {"KB_LEDGER_URL": postgres.ledger_url(s, secrets_)}
+    echo(f"starting the search service on {search.base_url(s)} ...")
+    search.start(s, secrets_, ledger)
+    _observe(s, secrets_, ledger, echo)
+    echo(f"starting Airflow (CeleryExecutor, {workers} worker(s)) on {airflow_local.base_url(s)} ...")
+    airflow_celery.start(s, secrets_, replicas, workers, echo)
+
+
+def _observe(s: StackSettings, secrets_: dict[str, str], env: dict[str, str], echo: Callable[[str], None]) -> None:
+    if s.observe:
+        echo(f"starting the exporter, a mail sink and Prometheus on {s.host} (ports {observe.ports(s)}) ...")
+        observe.start(s, secrets_, env, echo)
+
+
+def down(s: StackSettings | None = None, *, echo: Callable[[str], None] = print) -> dict[str, bool]:
+    """Stop every part ``up`` recorded: Airflow first, then what it uses, S3 last."""
+    s = s or StackSettings()
+    result = {"airflow": airflow_local.stop(s), **airflow_celery.stop(s), "redis": redis_server.stop(s),
+              "postgres": postgres.stop(s), **observe.stop(s), "search": search.stop(s), "ocr": ocr.stop(s),
+              "s3": s3.stop(s)}
+    result = {k: v for k, v in result.items() if v or k in ("airflow", "search", "ocr", "s3")}
+    for name, stopped in result.items():
+        echo(f"{name}: {'stopped' if stopped else 'was not running'}")
+    return result
+
+
+def status(s: StackSettings | None = None) -> dict[str, Any]:
+    s = s or StackSettings()
+    secrets_ = read_secrets(s.state_dir)
+    replicas = ocr_replicas(s)
+    out: dict[str, Any] = {"state_dir": str(s.state_dir), "s3": s3.status(s, secrets_),
+                           "airflow": airflow_local.api_status(s, airflow_pid(s)),
+                           "ocr": ocr.status(s, replicas[0])}
+    if is_distributed(s):
+        out["distributed"] = {**part_states(s, (postgres.PART, redis_server.PART)), **airflow_celery.status(s),
+                              "ocr_replicas": [ocr.status(s, r) for r in replicas]}
+    out["search"] = search.status(s)
+    out.update(observe.status(s))
+    p = PipelineSettings(state_dir=s.state_dir)
+    out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),
+                     "prepared": bool(p.qdrant_url) or p.resolved_qdrant_path.exists(), "collection": p.collection}
+    return out
+
+
+# --- reaching the running stack's Airflow -------------------------------------------------
+
+
+def airflow_pid(s: StackSettings) -> int | None:
+    """Airflow's API server: ``airflow standalone`` locally, its own part when distributed."""
+    return part_pid(s, airflow_celery.API_PART if is_distributed(s) else airflow_local.PART)
+
+
+def airflow_client(s: StackSettings) -> AirflowClient:
+    """A REST client of the running stack's Airflow, logged in with the stack's password."""
+    if not airflow_pid(s):
+        raise StackNotRunning(f"Airflow is not running under {s.state_dir}; start the stack with `kb up`")
+    password = read_secrets(s.state_dir).get("KB_AIRFLOW_PASSWORD")
+    return AirflowClient(airflow_local.base_url(s), s.airflow_user, password or "")
+
+
+def run_ingest(s: StackSettings, conf: dict[str, Any], timeout_s: float, echo: Callable[[str], None] = print,
+               poll_s: float = 2.0) -> RunOutcome:
+    """One run of kb_ingest on the running stack, followed to its end."""
+    client = airflow_client(s)
+    try:
+        return run_and_wait(client, INGEST_DAG_ID, conf, timeout_s, echo=echo, poll_s=poll_s)
+    finally:
+        client.close()
