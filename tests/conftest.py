@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.ports import free_ports, weed_port_set  # noqa: F401  (tests import them from here)
+from kb_dev.ports import free_ports, weed_port_set  # noqa: F401  (tests import them from here)
 
 REPO = Path(__file__).resolve().parents[1]
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kb-test-airflow-"))
@@ -37,20 +37,21 @@ for name in list(os.environ):  # a developer's own stack settings must not leak 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """One weed server for the session, with generated keys; stopped at the end."""
-    from kb import stack
-    from kb.settings import StackSettings
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import s3
+    from kb_dev.stack.secrets import ensure_secrets
 
     state = tmp_path_factory.mktemp("s3-state")
     settings = StackSettings(state_dir=state, **weed_port_set())
-    secrets = stack.ensure_secrets(state)
-    stack.start_s3(settings, secrets)
+    secrets = ensure_secrets(state)
+    s3.start(settings, secrets)
     yield {
         "settings": settings,
         "endpoint": f"127.0.0.1:{settings.s3_port}",
         "access_key": secrets["KB_S3_ACCESS_KEY"],
         "secret_key": secrets["KB_S3_SECRET_KEY"],
     }
-    stack.stop_s3(settings)
+    s3.stop(settings)
 
 
 @pytest.fixture(scope="session")
@@ -150,7 +151,31 @@ def live(tmp_path_factory):
     yield from live_stack(tmp_path_factory)
 
 
+# The suites on the shared live stack, in the order they run: the stack starts for the first
+# of them (after every other test: no test runs beside an idle Airflow) and stops at the end
+# of the session; the suites that hold back, stop or kill its parts come last. A module not
+# named here runs after the named ones.
+LIVE_ORDER = ("stack/test_distributed.py", "stack/test_stack.py", "security/", "observability/",
+              "stack/test_corpus.py", "stack/test_faults.py")
+
+
+def _live_rank(item) -> int:
+    path = Path(str(item.fspath)).relative_to(REPO / "tests").as_posix()
+    return next((i for i, prefix in enumerate(LIVE_ORDER) if path.startswith(prefix)), len(LIVE_ORDER))
+
+
+def _on_live_stack(item) -> bool:
+    return "live" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers this adds
 def pytest_collection_modifyitems(items):
-    """Tests on the shared live stack run together, last: the stack starts for the first of
-    them and stops at the end of the session, so no other test runs beside an idle Airflow."""
-    items.sort(key=lambda item: "live" in getattr(item, "fixturenames", ()))
+    """Tests on the shared live stack run together, last, in ``LIVE_ORDER``. Every test that
+    starts a stack, or runs on the live one, is ``sequential``: ``make test`` runs those in a
+    pass of their own, one at a time, after the others ran on two workers."""
+    for item in items:
+        if _on_live_stack(item) or item.get_closest_marker("stack"):
+            item.add_marker(pytest.mark.sequential)
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (0, 0, order[id(item)]) if not _on_live_stack(item)
+               else (1, _live_rank(item), order[id(item)]))

@@ -9,8 +9,9 @@ import time
 import uuid
 
 from kb.objectstore import ObjectStore
-from kb.settings import PipelineSettings, StackSettings
-from kb.stack import run_ingest
+from kb.settings import PipelineSettings
+from kb_dev.settings import StackSettings
+from kb_dev.stack.topology import run_ingest
 from tests.pdfs import coded_pages, make_pdf
 
 HOST = "127.0.0.1"

@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb.airflow_api import TERMINAL, AirflowClient
+from kb_dev.airflow_api import TERMINAL, AirflowClient
 from kb.ledger import LedgerEntry, doc_id_for
 from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
-from kb.settings import PipelineSettings, StackSettings
-from kb.stack import INGEST_DAG_ID, airflow_client
-from kb.vectorstore import VectorStore, point_id
+from kb.settings import PipelineSettings
+from kb_dev.settings import StackSettings
+from kb_airflow.names import INGEST_DAG_ID
+from kb_dev.stack.topology import airflow_client
+from kb.points import point_id
+from kb.vectorstore import VectorStore
 from tests.stack.kbcli import kb
 
 INBOX, ARTIFACTS = "inbox", "kb-artifacts"

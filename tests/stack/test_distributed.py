@@ -3,7 +3,13 @@
 Postgres, Redis, Airflow on the CeleryExecutor with a default and a gpu worker, two OCR
 replicas, the ledger in Postgres and the inbox watcher on: 20 documents (scanned ones
 included) are uploaded with no trigger, and the Qdrant state they leave must equal the one
-a LocalExecutor stack leaves after `kb ingest --wait` of the same files: the same point ids.
+the LocalExecutor stack (the session's live stack) leaves after ``kb ingest --wait`` of the
+same files: the same point ids.
+
+The distributed stack runs once, alone, before the live stack starts (two stacks at once
+would share two cores): ``distributed`` starts it, records what the checks need while it
+runs and stops it; the first test reads that record, and the comparison runs as the first
+test on the live stack (``LIVE_ORDER`` in ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -13,24 +19,35 @@ import shutil
 import tempfile
 import time
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from kb.ledger import Status, doc_id_for
-from kb.samples import prose_pages, write_pdf, write_scanned_pdf
-from kb.settings import PipelineSettings, StackSettings
+from kb.ledger import LedgerEntry, Status, doc_id_for
+from kb.ledger_db import Ledger
+from kb.settings import PipelineSettings
 from kb.vectorstore import VectorStore
+from kb_airflow.names import INGEST_DAG_ID, OCR_POOL, OCR_QUEUE
+from kb_dev import pools
+from kb_dev.samples import prose_pages, write_pdf, write_scanned_pdf
+from kb_dev.settings import StackSettings
+from kb_dev.stack import ocr, postgres
+from kb_dev.stack.secrets import read_secrets
+from kb_dev.stack.topology import airflow_client
 from tests.conftest import free_ports
 from tests.stack.kbcli import REPO, kb, stack_env
 
 pytestmark = [pytest.mark.stack, pytest.mark.distributed]
 DOCUMENTS = 20
-PREFIX = "dist/"
+FOLDER = "dist"
+PREFIX = f"{FOLDER}/"
 
 
-@pytest.fixture(scope="module")
+# Session-scoped, both: the module's two tests run apart (one before the live stack, one on
+# it), and a module-scoped fixture would be made again for the second.
+@pytest.fixture(scope="session")
 def documents(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("dist-docs")
     for sample in sorted((REPO / "include" / "samples").glob("*.pdf")):
@@ -46,32 +63,49 @@ def documents(tmp_path_factory) -> Path:
     return folder
 
 
-def _point_ids(state: Path) -> list[str]:
+def _point_ids(state: Path, prefix: str) -> list[str]:
+    """The ids of the points of documents under ``prefix`` (the store's lock is held only
+    while it is read, so a running stack can be read too)."""
     with VectorStore.open(PipelineSettings(state_dir=state)) as vs:
-        return sorted(str(p.id) for p in vs.points())
+        return sorted(str(p.id) for p in vs.points() if p.payload["key"].startswith(prefix))
 
 
-def _settings(env: dict[str, str]) -> StackSettings:
-    return StackSettings.from_env(env)
+@dataclass
+class DistributedRun:
+    """What the checks need of the distributed stack, recorded while it ran."""
+
+    status: dict
+    pool_set_by_hand: int
+    synced: str  # `kb pools sync`'s output
+    replicas: list[pools.ReplicaCapacity]
+    pool_after_sync: int
+    entries: dict[str, LedgerEntry]
+    runs: list[dict]
+    task_instances: list[dict]
+    served: list[float]  # /v1/parse requests each replica answered
+    ledger_db_file: bool  # a ledger.db in the state folder (it must be in Postgres)
+    point_ids: list[str]
 
 
-@pytest.fixture(scope="module")
-def local_point_ids(documents, tmp_path_factory) -> list[str]:
-    """The reference: the LocalExecutor stack (Airflow standalone on SQLite), a manual run."""
-    env = stack_env(tmp_path_factory.mktemp("local-stack"))
-    up = kb(env, "up")
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
-        done = kb(env, "ingest", str(documents), "--prefix", PREFIX, "--wait", "--timeout", "900", timeout=1000)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        assert f"{DOCUMENTS} indexed" in done.stdout, done.stdout[-3000:]
-    finally:
-        kb(env, "down")
-    return _point_ids(Path(env["KB_STATE_DIR"]))
+def _wait_all_indexed(s: StackSettings, keys: list[str], timeout_s: float) -> tuple[dict, list[dict]]:
+    ledger = Ledger(postgres.ledger_url(s, read_secrets(s.state_dir)))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        entries = ledger.get_many(doc_id_for("inbox", k) for k in keys)
+        done = [e for e in entries.values() if e.status == Status.INDEXED]
+        with closing(airflow_client(s)) as client:
+            runs = client.dag_runs(INGEST_DAG_ID)
+        active = [r for r in runs if r["state"] in ("queued", "running")]
+        if len(done) == len(keys) and not active:
+            return entries, runs
+        failed = [e.key for e in entries.values() if e.status in (Status.FAILED, Status.QUARANTINED)]
+        assert not failed, [(e.key, e.error) for e in entries.values() if e.key in failed]
+        assert time.monotonic() < deadline, f"{len(done)}/{len(keys)} indexed, runs: {[(r['dag_run_id'], r['state']) for r in runs]}"
+        time.sleep(3)
 
 
-@pytest.fixture(scope="module")
-def distributed(tmp_path_factory):
+@pytest.fixture(scope="session")
+def distributed(documents) -> DistributedRun:
     # Postgres runs as the `postgres` user, which cannot enter pytest's private tmp folders
     state = Path(tempfile.mkdtemp(prefix="kb-dist-", dir="/tmp"))
     state.chmod(0o755)
@@ -79,85 +113,76 @@ def distributed(tmp_path_factory):
     env = stack_env(state / "state", KB_POSTGRES_PORT=str(pg), KB_REDIS_PORT=str(redis),
                     KB_OCR_REPLICA_PORTS=json.dumps([ocr2]), KB_AIRFLOW_EXTRA_WORKER_LOG_PORTS=json.dumps([worker_logs]),
                     KB_WATCH_INBOX="true", KB_WATCH_INTERVAL_S="2")
+    s = StackSettings.from_env(env)
     up = kb(env, "up", "--distributed", timeout=900)
-    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
     try:
-        yield env
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        status = json.loads(kb(env, "status", "--json").stdout)
+        # the pool follows the replicas' published capacity (PP-OCR replicas: their engine slots)
+        with closing(airflow_client(s)) as client:
+            client.set_pool(OCR_POOL, 7, "set by hand")
+            by_hand = client.pool(OCR_POOL)["slots"]
+            synced = kb(env, "pools", "sync")
+            assert synced.returncode == 0, synced.stdout + synced.stderr
+            replicas = pools.replica_capacities([r["url"] for r in status["distributed"]["ocr_replicas"]], ocr.api_key(s))
+            after_sync = client.pool(OCR_POOL)["slots"]
+
+        # no trigger: the inbox watcher in the triggerer starts the runs
+        done = kb(env, "ingest", str(documents), "--prefix", FOLDER)
+        assert done.returncode == 0, done.stdout + done.stderr
+        keys = [f"{PREFIX}{p.name}" for p in sorted(documents.iterdir())]
+        entries, runs = _wait_all_indexed(s, keys, timeout_s=900)
+        with closing(airflow_client(s)) as client:
+            tis = [ti for r in runs for ti in client.task_instances(INGEST_DAG_ID, r["dag_run_id"])]
+        served = []
+        for replica in status["distributed"]["ocr_replicas"]:
+            metrics = httpx.get(replica["url"] + "/metrics", timeout=10).text
+            served.append(sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                              if line.startswith("ocr_requests_total{") and 'route="/v1/parse"' in line))
     finally:
-        kb(env, "down")
+        kb(env, "down")  # and the search service lets go of the Qdrant store
+    try:
+        return DistributedRun(status, by_hand, synced.stdout, replicas, after_sync, entries, runs, tis, served,
+                              (Path(env["KB_STATE_DIR"]) / "ledger.db").exists(),
+                              _point_ids(Path(env["KB_STATE_DIR"]), PREFIX))
+    finally:
         shutil.rmtree(state, ignore_errors=True)
 
 
-def _wait_all_indexed(env, keys: list[str], timeout_s: float) -> dict:
-    from kb import stack
-    from kb.ledger_db import Ledger
-    from kb.stack_distributed import ledger_url
-
-    s = _settings(env)
-    ledger = Ledger(ledger_url(s, stack.read_env_file(stack.secrets_path(s.state_dir))))
-    deadline = time.monotonic() + timeout_s
-    while True:
-        entries = ledger.get_many(doc_id_for("inbox", k) for k in keys)
-        done = [e for e in entries.values() if e.status == Status.INDEXED]
-        with closing(stack.airflow_client(s)) as client:
-            runs = client.dag_runs(stack.INGEST_DAG_ID)
-        active = [r for r in runs if r["state"] in ("queued", "running")]
-        if len(done) == len(keys) and not active:
-            return {"entries": entries, "runs": runs}
-        failed = [e.key for e in entries.values() if e.status in (Status.FAILED, Status.QUARANTINED)]
-        assert not failed, [(e.key, e.error) for e in entries.values() if e.key in failed]
-        assert time.monotonic() < deadline, f"{len(done)}/{len(keys)} indexed, runs: {[(r['dag_run_id'], r['state']) for r in runs]}"
-        time.sleep(3)
-
-
-def test_the_distributed_stack_indexes_what_the_local_one_does(local_point_ids, distributed, documents):
-    # (the LocalExecutor reference first: two stacks at once would share two cores)
-    env = distributed
-    status = json.loads(kb(env, "status", "--json").stdout)
-    parts = status["distributed"]
+def test_the_distributed_stack_runs_every_part_and_scales_out_the_ocr(distributed):
+    parts = distributed.status["distributed"]
     for part in ("postgres", "redis", "airflow-api", "airflow-scheduler", "airflow-dag-processor",
                  "airflow-triggerer", "worker-default", "worker-gpu"):
         assert parts[part]["running"], (part, parts)
     assert [r["healthy"] for r in parts["ocr_replicas"]] == [True, True]
 
-    # the pool follows the replicas' published capacity (PP-OCR replicas: their engine slots)
-    from kb import pools, stack
+    # `kb pools sync` set the pool to the replicas' published capacity: their engine slots
+    assert distributed.pool_set_by_hand == 7
+    capacity = sum(r.sequences for r in distributed.replicas)
+    assert {r.source for r in distributed.replicas} == {"concurrency"}
+    assert capacity == 2 and distributed.pool_after_sync == capacity, distributed.synced
 
-    s = _settings(env)
-    with closing(stack.airflow_client(s)) as client:
-        client.set_pool(pools.POOL, 7, "set by hand")
-        assert client.pool(pools.POOL)["slots"] == 7
-        synced = kb(env, "pools", "sync")
-        assert synced.returncode == 0, synced.stdout + synced.stderr
-        replicas = pools.replica_capacities([r["url"] for r in parts["ocr_replicas"]], stack.ocr_api_key(s))
-        capacity = sum(r.sequences for r in replicas)
-        assert {r.source for r in replicas} == {"concurrency"}
-        assert capacity == 2 and client.pool(pools.POOL)["slots"] == capacity, synced.stdout
-
-    # no trigger: the inbox watcher in the triggerer starts the runs
-    done = kb(env, "ingest", str(documents), "--prefix", PREFIX)
-    assert done.returncode == 0, done.stdout + done.stderr
-    keys = [f"{PREFIX}{p.name}" for p in sorted(documents.iterdir())]
-    state = _wait_all_indexed(env, keys, timeout_s=900)
-    assert state["runs"] and all(r["run_type"] == "asset_triggered" for r in state["runs"]), state["runs"]
-    assert all(r["state"] == "success" for r in state["runs"]), state["runs"]
+    # the inbox watcher started every run, and each succeeded
+    runs = distributed.runs
+    assert runs and all(r["run_type"] == "asset_triggered" for r in runs), runs
+    assert all(r["state"] == "success" for r in runs), runs
+    assert len(distributed.entries) == DOCUMENTS
 
     # the page ranges went to the gpu queue, in the pool, and both replicas served them
-    with closing(stack.airflow_client(s)) as client:
-        tis = [ti for r in state["runs"] for ti in client.task_instances(stack.INGEST_DAG_ID, r["dag_run_id"])]
-    extract = [ti for ti in tis if ti["task_id"] == "extract"]
-    assert extract and {ti["queue"] for ti in extract} == {"gpu"} and {ti["pool"] for ti in extract} == {"gpu_ocr"}
-    assert {ti["queue"] for ti in tis if ti["task_id"] != "extract"} == {"default"}
-    served = []
-    for replica in parts["ocr_replicas"]:
-        metrics = httpx.get(replica["url"] + "/metrics", timeout=10).text
-        served.append(sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                          if line.startswith("ocr_requests_total{") and 'route="/v1/parse"' in line))
-    assert all(n > 0 for n in served), served
+    extract = [ti for ti in distributed.task_instances if ti["task_id"] == "extract"]
+    assert extract and {ti["queue"] for ti in extract} == {OCR_QUEUE} and {ti["pool"] for ti in extract} == {OCR_POOL}
+    assert {ti["queue"] for ti in distributed.task_instances if ti["task_id"] != "extract"} == {"default"}
+    assert all(n > 0 for n in distributed.served), distributed.served
 
     # the ledger is in Postgres, not in the state folder's SQLite
-    assert not (Path(env["KB_STATE_DIR"]) / "ledger.db").exists()
+    assert not distributed.ledger_db_file
 
-    kb(env, "down")  # the search service holds the Qdrant store's lock while it refreshes
-    ids = _point_ids(Path(env["KB_STATE_DIR"]))
-    assert len(ids) == len(local_point_ids) and ids == local_point_ids
+
+def test_the_distributed_stack_indexes_what_the_local_one_does(distributed, documents, live):
+    # (`distributed` first: it has run, and stopped, before the live stack started)
+    assert distributed.point_ids, "the distributed stack indexed nothing"
+    done = live.kb("ingest", str(documents), "--prefix", FOLDER, "--wait", "--timeout", "900", timeout=1000)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{DOCUMENTS} indexed" in done.stdout, done.stdout[-3000:]
+    ids = _point_ids(live.state, PREFIX)
+    assert len(ids) == len(distributed.point_ids) and ids == distributed.point_ids

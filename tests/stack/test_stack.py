@@ -1,4 +1,7 @@
-"""The whole local stack through the real ``kb`` command: up, ingest, search, status, down."""
+"""The whole local stack through the real ``kb`` command: up, ingest, search, status, down.
+
+On the session's live stack (``tests/live.py``); the samples go under ``stack/``, and every
+search here is limited to that folder (``--prefix``), since other suites index copies of them."""
 
 from __future__ import annotations
 
@@ -10,25 +13,37 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from minio.error import S3Error
 
+from kb.errors import StorageRefused
 from kb.objectstore import ObjectStore
 from tests.conftest import weed_port_set
 from tests.highlight import highlighted_box, overlaps
 from tests.stack.kbcli import REPO, kb
-from tests.stack.kbcli import stack_env as stack_env_for
 
 pytestmark = pytest.mark.stack
 CHROMIUM = "/usr/bin/chromium"
+FOLDER = "stack"  # --prefix takes a folder's name with or without its slash
+PREFIX = f"{FOLDER}/"
+SAMPLES = REPO / "include" / "samples"
 
 
 @pytest.fixture(scope="module")
-def stack_env(tmp_path_factory):
-    env = stack_env_for(tmp_path_factory.mktemp("stack"))
-    up = kb(env, "up")
-    assert up.returncode == 0, up.stdout + up.stderr
-    yield env
-    kb(env, "down")
+def stack_env(live):
+    return live.env
+
+
+@pytest.fixture(scope="module")
+def ingested(stack_env):
+    """The samples under ``stack/`` through ``kb ingest --wait``: the command's output."""
+    done = kb(stack_env, "ingest", str(SAMPLES), "--prefix", FOLDER, "--wait", "--timeout", "400")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def search(env, query: str, *args: str) -> list[dict]:
+    done = kb(env, "search", query, "--prefix", PREFIX, "--json", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def test_status_reports_every_part_healthy(stack_env):
@@ -44,46 +59,66 @@ def test_status_reports_every_part_healthy(stack_env):
     assert secrets.stat().st_mode & 0o077 == 0, "the secrets file must be private"
 
 
-def test_wrong_s3_credentials_are_refused(stack_env):
+def test_wrong_s3_credentials_are_refused_as_a_typed_error(stack_env):
     secrets = dict(line.split("=", 1) for line in (Path(stack_env["KB_STATE_DIR"]) / "secrets.env").read_text().split())
     endpoint = f"127.0.0.1:{stack_env['KB_S3_PORT']}"
     good = ObjectStore.connect(endpoint, secrets["KB_S3_ACCESS_KEY"], secrets["KB_S3_SECRET_KEY"])
-    assert good.client.bucket_exists("inbox")
+    assert good.bucket_exists("inbox")
     for access, secret in ((secrets["KB_S3_ACCESS_KEY"], "not-the-secret"), ("nobody", "nothing"), (None, None)):
-        with pytest.raises(S3Error) as info:
-            ObjectStore.connect(endpoint, access, secret).client.list_objects("inbox").__next__()
-        assert info.value.code in ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied")
+        with pytest.raises(StorageRefused) as info:
+            list(ObjectStore.connect(endpoint, access, secret).list_latest("inbox"))
+        assert info.value.s3_code in ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied")
+        assert secret is None or secret not in info.value.message
 
 
-def test_ingest_wait_then_search_cites_the_right_page(stack_env):
-    done = kb(stack_env, "ingest", str(REPO / "include" / "samples"), "--wait", "--timeout", "400")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "run success" in done.stdout and "3 indexed" in done.stdout
-    assert "extract" in done.stdout  # progress lines name the tasks
-    assert "0 quarantined" in done.stdout
-    assert "aquila-p200-manual.pdf: indexed, " in done.stdout  # where each uploaded file stands
+def test_kb_with_wrong_keys_is_one_line_and_exit_2_not_a_traceback(stack_env, tmp_path):
+    sample = tmp_path / "one.pdf"
+    sample.write_bytes((SAMPLES / "aquila-p200-manual.pdf").read_bytes())
+    done = kb(dict(stack_env, KB_S3_SECRET_KEY="not-the-secret"), "ingest", str(sample), "--prefix", "stack-refused")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("kb: error [storage_refused]: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr and "not-the-secret" not in done.stderr
 
-    done = kb(stack_env, "search", "How often must the impeller seal be replaced?", "--top-k", "3", "--json")
-    assert done.returncode == 0, done.stderr
-    hits = json.loads(done.stdout)
+
+def test_a_prefix_is_a_folder_with_or_without_its_slash(stack_env, tmp_path):
+    sample = tmp_path / "image-bomb.pdf"
+    sample.write_bytes((SAMPLES / "aquila-p200-manual.pdf").read_bytes())
+    for prefix in ("stack-folder", "stack-folder/", "/stack-folder/"):
+        done = kb(stack_env, "ingest", str(sample), "--prefix", prefix)
+        assert done.returncode == 0, done.stderr
+        assert "uploaded s3://inbox/stack-folder/image-bomb.pdf " in done.stdout, (prefix, done.stdout)
+    secrets = dict(line.split("=", 1) for line in (Path(stack_env["KB_STATE_DIR"]) / "secrets.env").read_text().split())
+    store = ObjectStore.connect(f"127.0.0.1:{stack_env['KB_S3_PORT']}", secrets["KB_S3_ACCESS_KEY"],
+                                secrets["KB_S3_SECRET_KEY"])
+    assert [o.key for o in store.list_latest("inbox", "stack-folder")] == ["stack-folder/image-bomb.pdf"]
+    store.remove("inbox", "stack-folder/image-bomb.pdf")  # no run was meant to read it
+
+
+def test_ingest_wait_then_search_cites_the_right_page(stack_env, ingested):
+    assert "run success" in ingested and "3 indexed" in ingested
+    assert "extract" in ingested  # progress lines name the tasks
+    assert "0 quarantined" in ingested
+    assert f"{PREFIX}aquila-p200-manual.pdf: indexed, " in ingested  # where each uploaded file stands
+
+    hits = search(stack_env, "How often must the impeller seal be replaced?", "--top-k", "3")
     assert hits and {"score", "key", "pages", "text", "snippet"} <= set(hits[0])
-    assert hits[0]["key"] == "aquila-p200-manual.pdf" and hits[0]["pages"] == [4]
+    assert all(h["key"].startswith(PREFIX) for h in hits)
+    assert hits[0]["key"] == f"{PREFIX}aquila-p200-manual.pdf" and hits[0]["pages"] == [4]
     assert "2,000 operating hours" in hits[0]["text"]
 
     # the scanned sample went through the OCR service (PP-OCR): its text is searchable on its page
-    done = kb(stack_env, "search", "How often must the coupling insert be replaced?", "--top-k", "1", "--json")
-    hit = json.loads(done.stdout)[0]
-    assert hit["key"] == "service-bulletin-sb7-scan.pdf" and hit["pages"] == [2]
+    [hit] = search(stack_env, "How often must the coupling insert be replaced?", "--top-k", "1")
+    assert hit["key"] == f"{PREFIX}service-bulletin-sb7-scan.pdf" and hit["pages"] == [2]
     assert "every 3 years" in hit["text"]
 
     # the demo questions as an evaluation set, through `kb eval`
-    from kb.samples import DEMO_QUESTIONS
+    from kb_dev.samples import DEMO_QUESTIONS
 
     qa = stack_env["KB_STATE_DIR"] + "/qa.jsonl"
     with open(qa, "w", encoding="utf-8") as fh:
         for question, key, page in DEMO_QUESTIONS:
             fh.write(json.dumps({"doc": key, "page": page, "question": question, "answer_substring": question}) + "\n")
-    done = kb(stack_env, "eval", qa, "--mode", "all", "--json")
+    done = kb(stack_env, "eval", qa, "--mode", "all", "--prefix", FOLDER, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(report["modes"]) == {"dense", "sparse", "hybrid"}
@@ -91,12 +126,12 @@ def test_ingest_wait_then_search_cites_the_right_page(stack_env):
     assert report["modes"]["hybrid"]["groups"]["zh"]["n"] == 1
 
     # the same files again: the run finds nothing new and the index is unchanged
-    done = kb(stack_env, "ingest", str(REPO / "include" / "samples"), "--wait", "--timeout", "400")
+    done = kb(stack_env, "ingest", str(SAMPLES), "--prefix", PREFIX, "--wait", "--timeout", "400")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 indexed" in done.stdout
 
 
-def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_it_highlighted(stack_env):
+def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_it_highlighted(stack_env, ingested):
     """Headless Chromium (Debian's) types a question into the search page and finds the
     expected document and page among the results, then opens the page image; on a
     born-digital page, the highlight it shows covers the answer's words where the text
@@ -120,8 +155,8 @@ def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_it_highlight
             hits = page.locator("li.hit")
             found = [(hits.nth(i).get_attribute("data-key"), hits.nth(i).get_attribute("data-pages"))
                      for i in range(hits.count())]
-            assert ("service-bulletin-sb7-scan.pdf", "2") in found, found
-            first = hits.nth(found.index(("service-bulletin-sb7-scan.pdf", "2")))
+            assert (f"{PREFIX}service-bulletin-sb7-scan.pdf", "2") in found, found
+            first = hits.nth(found.index((f"{PREFIX}service-bulletin-sb7-scan.pdf", "2")))
             assert first.locator("mark").count() >= 2  # matched terms marked in the snippet
             first.locator("a.page-link").click()
             image = first.locator("img.page")
@@ -131,8 +166,8 @@ def test_the_search_page_in_a_real_browser_finds_the_page_and_shows_it_highlight
             # a born-digital page: the highlight the page shows lands on the answer's words
             page.fill("#query", "How often must the impeller seal be replaced?")
             page.click("#go")
-            page.wait_for_selector("li.hit[data-key='aquila-p200-manual.pdf']", timeout=30_000)
-            hit = page.locator("li.hit[data-key='aquila-p200-manual.pdf']").first
+            page.wait_for_selector(f"li.hit[data-key='{PREFIX}aquila-p200-manual.pdf']", timeout=30_000)
+            hit = page.locator(f"li.hit[data-key='{PREFIX}aquila-p200-manual.pdf']").first
             assert hit.get_attribute("data-pages") == "4"
             hit.locator("a.page-link[data-page='4']").click()
             shown = hit.locator("img.page[data-page='4']")
@@ -155,20 +190,21 @@ SHOWN_IMAGE_BYTES = """async img => {
 }"""
 
 
-def test_kb_search_asks_the_service_and_falls_back_in_process_with_a_note(stack_env):
-    done = kb(stack_env, "search", "What does error code E42 mean?", "--top-k", "1", "--json")
+def test_kb_search_asks_the_service_and_falls_back_in_process_with_a_note(stack_env, ingested):
+    question = ("search", "What does error code E42 mean?", "--top-k", "1", "--prefix", FOLDER, "--json")
+    done = kb(stack_env, *question)
     assert done.returncode == 0 and "note:" not in done.stderr, done.stderr
-    assert json.loads(done.stdout)[0]["pages"] == [5]
+    assert [(h["key"], h["pages"]) for h in json.loads(done.stdout)] == [(f"{PREFIX}aquila-p200-manual.pdf", [5])]
     # the same question with the service stopped: answered in process, with a one-line note
-    from kb.settings import StackSettings
-    from kb.stack import stop_search
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import search
 
     settings = StackSettings(state_dir=Path(stack_env["KB_STATE_DIR"]), search_port=int(stack_env["KB_SEARCH_PORT"]))
-    assert stop_search(settings)
+    assert search.stop(settings)
     try:
-        done = kb(stack_env, "search", "What does error code E42 mean?", "--top-k", "1", "--json")
+        done = kb(stack_env, *question)
         assert done.returncode == 0 and done.stderr.count("\n") == 1 and "not running" in done.stderr
-        assert json.loads(done.stdout)[0]["pages"] == [5]
+        assert [(h["key"], h["pages"]) for h in json.loads(done.stdout)] == [(f"{PREFIX}aquila-p200-manual.pdf", [5])]
     finally:
         assert kb(stack_env, "up").returncode == 0  # starts what is not running: the search service
 
