@@ -176,6 +176,5 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if _on_live_stack(item) or item.get_closest_marker("stack"):
             item.add_marker(pytest.mark.sequential)
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (0, 0, order[id(item)]) if not _on_live_stack(item)
-               else (1, _live_rank(item), order[id(item)]))
+    # a stable sort: within a rank, tests keep the order they were collected in
+    items.sort(key=lambda item: (1, _live_rank(item)) if _on_live_stack(item) else (0, 0))
