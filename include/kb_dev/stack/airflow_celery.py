@@ -18,7 +18,7 @@ from kb_dev.stack import airflow_local
 from kb_dev.stack import postgres, redis_server
 from kb_dev.stack.ocr import Replica
 from kb_dev.stack.process import (alive, check_ports_free, exited_while_starting, log_path, part_pid, part_states,
-                                  start_process, stop_part, wait_until)
+                                  start_process, stop_parts, wait_until)
 
 API_PART = "airflow-api"
 # Airflow's own parts, each a process of its own, and the command that runs it
@@ -84,7 +84,8 @@ def start(s: StackSettings, secrets_: dict[str, str], replicas: list[Replica], w
 
 def stop(s: StackSettings) -> dict[str, bool]:
     """Workers first (they finish or are killed), then Airflow's own parts."""
-    return {part: stop_part(s, part) for part in (*ALL_WORKER_PARTS, *AIRFLOW_PARTS)}
+    workers = stop_parts(s, dict.fromkeys(ALL_WORKER_PARTS))
+    return {**workers, **stop_parts(s, dict.fromkeys(AIRFLOW_PARTS))}
 
 
 def status(s: StackSettings) -> dict[str, Any]:

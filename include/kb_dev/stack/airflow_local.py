@@ -22,7 +22,7 @@ from kb_dev.errors import ServiceDidNotStart, StackNotRunning
 from kb_dev.settings import StackSettings
 from kb_dev.stack import observe
 from kb_dev.stack.process import (alive, check_ports_free, cmdline, forget_part, part_members, part_pid, start_process,
-                                  stop_part, wait_until)
+                                  stop_parts, wait_until)
 from kb_dev.stack.secrets import read_secrets, write_private
 
 PART = "airflow"
@@ -144,8 +144,7 @@ def start(s: StackSettings, secrets_: dict[str, str]) -> None:
 
 
 def stop(s: StackSettings) -> bool:
-    stop_part(s, SCHEDULER_PART)
-    return stop_part(s, PART)
+    return stop_parts(s, {SCHEDULER_PART: None, PART: None})[PART]
 
 
 def _is_scheduler(pid: int) -> bool:

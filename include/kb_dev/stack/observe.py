@@ -32,7 +32,7 @@ import yaml
 
 from kb_dev import REPO_ROOT
 from kb_dev.settings import StackSettings
-from kb_dev.stack.process import check_ports_free, part_pid, start_process, stop_part, wait_until
+from kb_dev.stack.process import check_ports_free, part_pid, start_process, stop_parts, wait_until
 from kb_dev.stack.secrets import write_private
 
 RULES = REPO_ROOT / "include" / "config" / "prometheus" / "rules"
@@ -158,7 +158,7 @@ def start(s: StackSettings, secrets_: dict[str, str], pipeline_env: dict[str, st
 
 
 def stop(s: StackSettings) -> dict[str, bool]:
-    return {part: stop_part(s, part) for part in reversed(PARTS)}
+    return stop_parts(s, dict.fromkeys(reversed(PARTS)))
 
 
 def status(s: StackSettings) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kb_dev.settings import StackSettings
 from kb_dev.stack import http_service
-from kb_dev.stack.process import check_ports_free, part_pid, recorded_parts, stop_part
+from kb_dev.stack.process import check_ports_free, part_pid, recorded_parts, stop_parts
 from kb_dev.stack.secrets import read_secrets
 
 PART = "ocr"
@@ -60,8 +60,7 @@ def start(s: StackSettings, secrets_: dict[str, str], replica: Replica, extra_en
 
 def stop(s: StackSettings) -> bool:
     """Every replica ``up`` recorded, whatever the settings say now."""
-    stopped = [stop_part(s, name) for name in recorded_parts(s) if _is_replica_part(name)]
-    return any(stopped)
+    return any(stop_parts(s, dict.fromkeys(name for name in recorded_parts(s) if _is_replica_part(name))).values())
 
 
 def status(s: StackSettings, replica: Replica) -> dict[str, Any]:
