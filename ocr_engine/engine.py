@@ -83,9 +83,10 @@ class OcrEngine:
                 for name, group in self._by_backend(routes).items():
                     for r in self.backend(name).parse(doc, group, call):
                         results[r.page] = r
-        for r in results.values():
-            if r.status != FAILED:
-                self.clock.observe(r.backend, r.seconds)
+                        # as each page arrives: a call cancelled later (a timeout) has still
+                        # timed the pages it finished, and the pace a client reads next is real
+                        if r.status != FAILED:
+                            self.clock.observe(r.backend, r.seconds)
         return [results[n] for n in pages]
 
     # --- for admission: what a call will hold, and the decoder's batching ------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Iterator, Protocol
+from typing import Iterable, Iterator, Protocol
 
 import pymupdf
 
@@ -88,8 +88,10 @@ class Backend(Protocol):
         model); None where ``limits().kv_bound`` is None."""
         return None
 
-    def parse(self, doc: pymupdf.Document, pages: list[int], call: Call) -> list[PageResult]:
-        """One result per page of ``pages`` (1-based), in order."""
+    def parse(self, doc: pymupdf.Document, pages: list[int], call: Call) -> Iterable[PageResult]:
+        """One result per page of ``pages`` (1-based), in order. A backend that reads page by
+        page yields each result as it is read: the engine times its pace from them, and a
+        call cancelled midway has still timed the pages it finished."""
         ...
 
     def expecting(self) -> AbstractContextManager[None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from functools import cached_property
+from typing import Iterator
 
 import numpy as np
 import pymupdf
@@ -109,8 +110,7 @@ class PPOCRBackend(Backend):
             seconds=round(time.perf_counter() - started, 4), width=page_width_pt, height=page_height_pt,
         )
 
-    def parse(self, doc: pymupdf.Document, pages: list[int], call: Call) -> list[PageResult]:
-        out = []
+    def parse(self, doc: pymupdf.Document, pages: list[int], call: Call) -> Iterator[PageResult]:
         tick = time.perf_counter()
         for rendered in call.render(doc, pages):
             call.check_cancel()
@@ -122,5 +122,4 @@ class PPOCRBackend(Backend):
             # a page's time is what a caller waits for it: rendering included
             now = time.perf_counter()
             result.seconds, tick = round(now - tick, 4), now
-            out.append(result)
-        return out
+            yield result

