@@ -68,7 +68,7 @@ class ServiceExtractor:
     allows a range (``RangeCaps``) at the pace the service publishes now. A range was cut at
     the pace of its plan, which for a service that had not yet timed a page is its prior;
     once the first ranges have been timed, the rest of the run no longer sends ranges the
-    service would time out (on the real corpus, 8 timeouts of a run became 2)."""
+    service would time out (the corpus subset under small limits: 8 timeouts of a run, then 1)."""
 
     def __init__(self, client: OcrClient, settings: PipelineSettings) -> None:
         self.client = client
