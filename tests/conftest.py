@@ -155,7 +155,7 @@ def live(tmp_path_factory):
 # of them (after every other test: no test runs beside an idle Airflow) and stops at the end
 # of the session; the suites that hold back, stop or kill its parts come last. A module not
 # named here runs after the named ones.
-LIVE_ORDER = ("stack/test_distributed.py", "stack/test_stack.py", "security/", "observability/",
+LIVE_ORDER = ("stack/test_stack.py", "security/", "observability/",
               "stack/test_corpus.py", "stack/test_faults.py")
 
 
@@ -168,13 +168,21 @@ def _on_live_stack(item) -> bool:
     return "live" in getattr(item, "fixturenames", ())
 
 
+def _order(item) -> tuple[int, int]:
+    if _on_live_stack(item):
+        return 2, _live_rank(item)
+    # The distributed stack's module first: on two workers (make test's first pass), the
+    # minutes it waits on its own stack overlap with the other tests' work.
+    return (0, 0) if item.get_closest_marker("distributed") else (1, 0)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers this adds
 def pytest_collection_modifyitems(items):
     """Tests on the shared live stack run together, last, in ``LIVE_ORDER``. Every test that
-    starts a stack, or runs on the live one, is ``sequential``: ``make test`` runs those in a
-    pass of their own, one at a time, after the others ran on two workers."""
+    starts the local stack, or runs on the live one, is ``sequential``: ``make test`` runs
+    those in a pass of their own, one at a time, after the others ran on two workers."""
     for item in items:
         if _on_live_stack(item) or item.get_closest_marker("stack"):
             item.add_marker(pytest.mark.sequential)
     # a stable sort: within a rank, tests keep the order they were collected in
-    items.sort(key=lambda item: (1, _live_rank(item)) if _on_live_stack(item) else (0, 0))
+    items.sort(key=_order)

@@ -1,15 +1,15 @@
-"""The distributed topology (``kb up --distributed``) ends where the LocalExecutor stack ends.
+"""The distributed topology (``kb up --distributed``) ends where a plain run of the pipeline ends.
 
 Postgres, Redis, Airflow on the CeleryExecutor with a default and a gpu worker, two OCR
 replicas, the ledger in Postgres and the inbox watcher on: 20 documents (scanned ones
-included) are uploaded with no trigger, and the Qdrant state they leave must equal the one
-the LocalExecutor stack (the session's live stack) leaves after ``kb ingest --wait`` of the
-same files: the same point ids.
+included) are uploaded with no trigger, and the Qdrant state they leave must equal what the
+pipeline's stages make of the same files in this process (the same engine, no Airflow, no
+service): the same point ids.
 
-The distributed stack runs once, alone, before the live stack starts (two stacks at once
-would share two cores): ``distributed`` starts it, records what the checks need while it
-runs and stops it; the first test reads that record, and the comparison runs as the first
-test on the live stack (``LIVE_ORDER`` in ``tests/conftest.py``).
+``distributed`` starts the stack once for the module, records what the checks need while it
+runs, and stops it. Nothing here runs on the live stack and nothing times a limit, so the
+module runs in make test's first pass, beside the tests that need no stack (first, so that
+the minutes it waits on its stack overlap with their work).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from kb.ledger import LedgerEntry, Status, doc_id_for
+from kb.points import point_id
 from kb.ledger_db import Ledger
 from kb.settings import PipelineSettings
 from kb.vectorstore import VectorStore
@@ -39,15 +40,13 @@ from kb_dev.stack.topology import airflow_client
 from tests.conftest import free_ports
 from tests.stack.kbcli import REPO, kb, stack_env
 
-pytestmark = [pytest.mark.stack, pytest.mark.distributed]
+pytestmark = [pytest.mark.distributed]
 DOCUMENTS = 20
 FOLDER = "dist"
 PREFIX = f"{FOLDER}/"
 
 
-# Session-scoped, both: the module's two tests run apart (one before the live stack, one on
-# it), and a module-scoped fixture would be made again for the second.
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def documents(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("dist-docs")
     for sample in sorted((REPO / "include" / "samples").glob("*.pdf")):
@@ -104,7 +103,7 @@ def _wait_all_indexed(s: StackSettings, keys: list[str], timeout_s: float) -> tu
         time.sleep(3)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def distributed(documents) -> DistributedRun:
     # Postgres runs as the `postgres` user, which cannot enter pytest's private tmp folders
     state = Path(tempfile.mkdtemp(prefix="kb-dist-", dir="/tmp"))
@@ -178,11 +177,24 @@ def test_the_distributed_stack_runs_every_part_and_scales_out_the_ocr(distribute
     assert not distributed.ledger_db_file
 
 
-def test_the_distributed_stack_indexes_what_the_local_one_does(distributed, documents, live):
-    # (`distributed` first: it has run, and stopped, before the live stack started)
+def test_the_distributed_stack_indexes_what_the_pipelines_stages_make_of_the_same_files(distributed, documents,
+                                                                                         kb_env):
+    from kb.pipeline.extract import extract
+    from kb.pipeline.index import index_batch
+    from tests.integration.stages import context, plan_run
+
     assert distributed.point_ids, "the distributed stack indexed nothing"
-    done = live.kb("ingest", str(documents), "--prefix", FOLDER, "--wait", "--timeout", "900", timeout=1000)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"{DOCUMENTS} indexed" in done.stdout, done.stdout[-3000:]
-    ids = _point_ids(live.state, PREFIX)
-    assert len(ids) == len(distributed.point_ids) and ids == distributed.point_ids
+    ctx = context()
+    for path in sorted(documents.iterdir()):
+        kb_env["store"].put_bytes(kb_env["inbox"], f"{PREFIX}{path.name}", path.read_bytes(),
+                                  content_type="application/pdf")
+    plan = plan_run(ctx, "reference")
+    for rng in plan.ranges:
+        extract(ctx, rng, run_id="reference")
+    results = {r.key: r for r in index_batch(ctx, plan.documents, "reference")}
+    assert [r.status for r in results.values()] == [Status.INDEXED] * DOCUMENTS, [
+        (r.key, r.status, r.message) for r in results.values()]
+    # the ids the same chunks get under the stack's inbox bucket (a point id names its document's bucket)
+    expected = sorted(str(point_id(doc_id_for("inbox", d.key), d.sha256, i))
+                      for d in plan.documents for i in range(results[d.key].chunks))
+    assert len(expected) == len(distributed.point_ids) and expected == distributed.point_ids
