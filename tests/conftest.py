@@ -62,8 +62,15 @@ def airflow_db():
     return _AIRFLOW_HOME
 
 
+@pytest.fixture(scope="session")
+def embed_cache(tmp_path_factory) -> Path:
+    """One folder for the embedder's ONNX export, shared by every test and stack of the
+    session: exporting takes 8 s of a core, and every test has a state folder of its own."""
+    return tmp_path_factory.mktemp("models")
+
+
 @pytest.fixture
-def kb_env(s3_server, tmp_path, monkeypatch):
+def kb_env(s3_server, embed_cache, tmp_path, monkeypatch):
     """Pipeline settings for one test: its own buckets, state folder and Qdrant store."""
     import json
 
@@ -75,6 +82,7 @@ def kb_env(s3_server, tmp_path, monkeypatch):
         "KB_S3_ACCESS_KEY": s3_server["access_key"],
         "KB_S3_SECRET_KEY": s3_server["secret_key"],
         "KB_STATE_DIR": str(tmp_path / "state"),
+        "KB_EMBED_CACHE_DIR": str(embed_cache),
         "KB_INBOX_BUCKET": f"inbox-{tag}",
         "KB_ARTIFACTS_BUCKET": f"artifacts-{tag}",
         "KB_MAX_PAGES_PER_RANGE": "3",
@@ -144,11 +152,11 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
-def live(tmp_path_factory):
+def live(tmp_path_factory, embed_cache):
     """The one live local stack of ``tests/live.py`` (security and observability suites)."""
     from tests.live import live_stack
 
-    yield from live_stack(tmp_path_factory)
+    yield from live_stack(tmp_path_factory, KB_EMBED_CACHE_DIR=str(embed_cache))
 
 
 # The suites on the shared live stack, in the order they run: the stack starts for the first

@@ -111,11 +111,12 @@ LIVE_SETTINGS = {
 }
 
 
-def live_stack(tmp_path_factory):
+def live_stack(tmp_path_factory, **settings: str):
+    """``settings``: more KB_* settings of the session (where the embedder's export is kept)."""
     state = tmp_path_factory.mktemp("live-stack")
     with webhook_receiver() as hook:
         env = stack_env_for(
-            state, **LIVE_SETTINGS,
+            state, **LIVE_SETTINGS, **settings,
             # the failpoints stack/test_faults arms (nothing fires unless a file is there)
             KB_FAILPOINTS_DIR=str(state / "failpoints"),
             # document and run alerts to a real webhook on loopback, beside the mail sink

@@ -271,7 +271,7 @@ def make_embedder(settings, threads: int | None = None) -> TextEmbedder:
     short queries at once does better with 1 each)."""
     if settings.embed_backend == "torch":
         return Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)
-    return OnnxEmbedder(settings.embed_model_dir, cache_dir=settings.state_dir / "models",
+    return OnnxEmbedder(settings.embed_model_dir, cache_dir=settings.resolved_embed_cache_dir,
                         batch_size=settings.embed_batch_size, threads=threads)
 
 

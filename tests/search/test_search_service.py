@@ -39,13 +39,14 @@ def ingest(ctx: Context, run_id: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def kb(s3_server, tmp_path_factory):
+def kb(s3_server, embed_cache, tmp_path_factory):
     """Two sample documents indexed through the pipeline's stages."""
     import uuid
 
     tag = uuid.uuid4().hex[:8]
     state = tmp_path_factory.mktemp("search-state")
-    settings = PipelineSettings(state_dir=state, inbox_bucket=f"inbox-{tag}", artifacts_bucket=f"artifacts-{tag}")
+    settings = PipelineSettings(state_dir=state, embed_cache_dir=embed_cache, inbox_bucket=f"inbox-{tag}",
+                                artifacts_bucket=f"artifacts-{tag}")
     store = ObjectStore.connect(s3_server["endpoint"], s3_server["access_key"], s3_server["secret_key"])
     store.ensure_bucket(settings.inbox_bucket, versioned=True)
     store.ensure_bucket(settings.artifacts_bucket)
@@ -66,7 +67,8 @@ def service(kb, tmp_path_factory):
     s = kb["settings"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "OCR_"))}
     env.update({
-        "KB_STATE_DIR": str(s.state_dir), "KB_INBOX_BUCKET": s.inbox_bucket, "KB_ARTIFACTS_BUCKET": s.artifacts_bucket,
+        "KB_STATE_DIR": str(s.state_dir), "KB_EMBED_CACHE_DIR": str(s.resolved_embed_cache_dir),
+        "KB_INBOX_BUCKET": s.inbox_bucket, "KB_ARTIFACTS_BUCKET": s.artifacts_bucket,
         "KB_S3_ENDPOINT": kb["s3"]["endpoint"], "KB_SEARCH_S3_ACCESS_KEY": kb["s3"]["access_key"],
         "KB_SEARCH_S3_SECRET_KEY": kb["s3"]["secret_key"], "KB_SEARCH_API_KEY": f"{KEY},rotated-key",
         "KB_SEARCH_PORT": str(port), "KB_SEARCH_REFRESH_INTERVAL_S": "0.2", "HF_HUB_OFFLINE": "1",

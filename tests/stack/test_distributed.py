@@ -104,14 +104,14 @@ def _wait_all_indexed(s: StackSettings, keys: list[str], timeout_s: float) -> tu
 
 
 @pytest.fixture(scope="module")
-def distributed(documents) -> DistributedRun:
+def distributed(documents, embed_cache) -> DistributedRun:
     # Postgres runs as the `postgres` user, which cannot enter pytest's private tmp folders
     state = Path(tempfile.mkdtemp(prefix="kb-dist-", dir="/tmp"))
     state.chmod(0o755)
     pg, redis, ocr2, worker_logs = free_ports(4)
     env = stack_env(state / "state", KB_POSTGRES_PORT=str(pg), KB_REDIS_PORT=str(redis),
                     KB_OCR_REPLICA_PORTS=json.dumps([ocr2]), KB_AIRFLOW_EXTRA_WORKER_LOG_PORTS=json.dumps([worker_logs]),
-                    KB_WATCH_INBOX="true", KB_WATCH_INTERVAL_S="2")
+                    KB_WATCH_INBOX="true", KB_WATCH_INTERVAL_S="2", KB_EMBED_CACHE_DIR=str(embed_cache))
     s = StackSettings.from_env(env)
     up = kb(env, "up", "--distributed", timeout=900)
     try:

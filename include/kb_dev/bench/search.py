@@ -142,7 +142,7 @@ def _embedding(settings, limit: int = 2000) -> dict[str, Any]:
 
     with VectorStore.open(settings) as vs:
         texts = [p.payload["text"] for p in vs.points()[:limit]]
-    onnx = OnnxEmbedder(settings.embed_model_dir, cache_dir=settings.state_dir / "models",
+    onnx = OnnxEmbedder(settings.embed_model_dir, cache_dir=settings.resolved_embed_cache_dir,
                         batch_size=settings.embed_batch_size)
     torch_ = Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)
     rows = {}
