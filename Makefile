@@ -21,11 +21,11 @@ demo: install
 	$(BIN)/kb demo
 
 # Every service the tests use is started by the tests themselves (on free loopback ports)
-# and stopped when they end. Two passes: the tests that need no stack run on two workers
-# (each is one process on one core most of the time; a file stays on one worker, so a
-# module fixture starts once); then the `sequential` ones, one at a time: the distributed
-# stack, then every suite on the one live stack (tests/live.py), and the tests that time
-# the OCR engine against a timeout.
+# and stopped when they end. Two passes: the tests that need no local stack run on two
+# workers (each is one process on one core most of the time; a file stays on one worker, so
+# a module fixture starts once), the distributed stack's module first among them; then the
+# `sequential` ones, one at a time: the tests that time the OCR engine against a timeout,
+# and every suite on the one live stack (tests/live.py).
 test: install chromium distributed-packages prometheus-packages
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not sequential"
 	$(BIN)/python -m pytest -m sequential
