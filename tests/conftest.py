@@ -179,8 +179,9 @@ def _on_live_stack(item) -> bool:
 def _order(item) -> tuple[int, int]:
     if _on_live_stack(item):
         return 2, _live_rank(item)
-    # The distributed stack's module first: on two workers (make test's first pass), the
-    # minutes it waits on its own stack overlap with the other tests' work.
+    # The distributed stack's module first: in make test's first pass (three workers, files
+    # sent in collection order), the minutes it waits on its own stack overlap with the other
+    # tests' work.
     return (0, 0) if item.get_closest_marker("distributed") else (1, 0)
 
 
@@ -188,7 +189,7 @@ def _order(item) -> tuple[int, int]:
 def pytest_collection_modifyitems(items):
     """Tests on the shared live stack run together, last, in ``LIVE_ORDER``. Every test that
     starts the local stack, or runs on the live one, is ``sequential``: ``make test`` runs
-    those in a pass of their own, one at a time, after the others ran on two workers."""
+    those in a pass of their own, one at a time, after the others ran on three workers."""
     for item in items:
         if _on_live_stack(item) or item.get_closest_marker("stack"):
             item.add_marker(pytest.mark.sequential)
