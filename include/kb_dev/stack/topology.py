@@ -71,34 +71,42 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: boo
         elif airflow:
             [replica] = ocr.replicas(s, distributed=False)
             echo(f"starting the OCR service on {replica.url} (CPU: text layer, else PP-OCR) ...")
-            ocr.start(s, secrets_, replica)
             echo(f"starting the search service on {search.base_url(s)} ...")
-            search.start(s, secrets_)
-            _observe(s, secrets_, {}, echo)
             echo(f"starting Airflow standalone on {airflow_local.base_url(s)} (this takes a minute) ...")
-            airflow_local.start(s, secrets_)
+            _start_together(lambda: ocr.start(s, secrets_, replica), lambda: search.start(s, secrets_),
+                            lambda: _observe(s, secrets_, {}, echo), lambda: airflow_local.start(s, secrets_))
     except Exception:
         down(s, echo=lambda _m: None)
         raise
     return status(s)
 
 
+def _start_together(*starts: Callable[[], None]) -> None:
+    """Start parts that need nothing of each other at once, each waiting for its own health:
+    one after another, their start-up times added up (local stack: OCR 1.6 s, search 2.1 s,
+    observability 3.3 s, then Airflow 16 s). Every start is waited for before the first
+    failure is raised, so ``down`` then finds each part that did start."""
+    with ThreadPoolExecutor(max_workers=len(starts)) as pool:
+        futures = [pool.submit(start) for start in starts]
+    for future in futures:
+        future.result()
+
+
 def _up_distributed(s: StackSettings, secrets_: dict[str, str], workers: int, echo: Callable[[str], None]) -> None:
     echo(f"starting Postgres on {s.host}:{s.postgres_port} and Redis on {s.host}:{s.redis_port} ...")
-    postgres.start(s, secrets_)
-    redis_server.start(s, secrets_)
+    replicas = ocr.replicas(s, distributed=True)
     # replicas refuse at once when full (no queue), so a client moves on to a free one
     replica_env = {"OCR_SERVICE_MAX_CONCURRENCY": str(s.ocr_replica_concurrency), "OCR_SERVICE_MAX_QUEUE": "0"}
-    replicas = ocr.replicas(s, distributed=True)
     for i, replica in enumerate(replicas):
         echo(f"starting OCR replica {i + 1} on {replica.url} ...")
-        ocr.start(s, secrets_, replica, replica_env)
+    # the replicas need neither Postgres nor Redis; the search service and Airflow need both
+    _start_together(lambda: postgres.start(s, secrets_), lambda: redis_server.start(s, secrets_),
+                    *(lambda r=replica: ocr.start(s, secrets_, r, replica_env) for replica in replicas))
     ledger = {"KB_LEDGER_URL": postgres.ledger_url(s, secrets_)}
     echo(f"starting the search service on {search.base_url(s)} ...")
-    search.start(s, secrets_, ledger)
-    _observe(s, secrets_, ledger, echo)
     echo(f"starting Airflow (CeleryExecutor, {workers} worker(s)) on {airflow_local.base_url(s)} ...")
-    airflow_celery.start(s, secrets_, replicas, workers, echo)
+    _start_together(lambda: search.start(s, secrets_, ledger), lambda: _observe(s, secrets_, ledger, echo),
+                    lambda: airflow_celery.start(s, secrets_, replicas, workers, echo))
 
 
 def _observe(s: StackSettings, secrets_: dict[str, str], env: dict[str, str], echo: Callable[[str], None]) -> None:
