@@ -11,7 +11,8 @@ from tests.conftest import start_service
 from tests.integration.dagrun import points_by_doc, run_ingest
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
 
-# sequential: a 3 s request timeout splits ranges, and a busy machine would split them further
+# sequential: the timeout tests cut their request timeout from a page's time measured first,
+# and a machine busier after that measurement would split ranges further
 pytestmark = [pytest.mark.integration, pytest.mark.sequential]
 KEY = "integration-test-key"
 
