@@ -1,10 +1,11 @@
 """Seconds per test module, before and after a change, from pytest's junit files.
 
-    python bench/module_times.py BEFORE.xml AFTER.xml [AFTER2.xml ...]
+    python bench/module_times.py BEFORE.xml[,BEFORE2.xml] AFTER.xml [AFTER2.xml ...]
 
 prints a markdown table (docs/benchmarks/test-times.md). A module's seconds are the sum of
 its tests' junit times, setup and teardown included; several AFTER files (make test's two
-passes) are added together. On two workers a pass's modules add up to more than its wall time.
+passes) are added together, as are BEFORE files joined by commas. On several workers a
+pass's modules add up to more than its wall time.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def per_module(paths: list[str]) -> tuple[Counter, Counter]:
 def main(argv: list[str]) -> None:
     if len(argv) < 2:
         sys.exit(__doc__)
-    before, tests_before = per_module(argv[:1])
+    before, tests_before = per_module(argv[0].split(","))
     after, tests_after = per_module(argv[1:])
     modules = sorted(set(before) | set(after), key=lambda m: -max(before[m], after[m]))
     print("| module | tests before | seconds before | tests after | seconds after |")
