@@ -54,10 +54,10 @@ class PPOCRBackend(Backend):
         # Reference pages at 150 dpi, 960 keeps CER (0.170, vs 0.171 at full size) and
         # reads 0.70 pages/s instead of 0.37 on 2 cores.
         # The recogniser reads lines two at a time, not RapidOCR's six: a batch is padded to
-        # its widest line, and on the CPU the padding costs more than batching saves. On 56
-        # scanned corpus pages (five documents, English and Chinese) on 2 cores, the same
-        # crops read in 72.1 s instead of 106.9 s, CER 0.2861 instead of 0.2854 (one at a time:
-        # 72.9 s, 0.2866): bench/ppocr_rec_batch.py.
+        # its widest line, and on the CPU the padding costs more than batching saves. On the
+        # corpus's 102 scanned pages with a reference (five documents, English and Chinese),
+        # 2 cores: 136.5 s instead of 195.8 s, CER 0.2191 instead of 0.2178 (the Chinese
+        # manual 0.0805 vs 0.0779): `bench/ppocr_rec_batch.py --batches 6 2`, 2026-12-02.
         return RapidOCR(max_side_len=self.max_side, rec_batch_num=self.rec_batch)
 
     @cached_property
