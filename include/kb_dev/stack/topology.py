@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Callable
 
 from kb.settings import PipelineSettings
@@ -73,7 +74,7 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: boo
             echo(f"starting the OCR service on {replica.url} (CPU: text layer, else PP-OCR) ...")
             echo(f"starting the search service on {search.base_url(s)} ...")
             echo(f"starting Airflow standalone on {airflow_local.base_url(s)} (this takes a minute) ...")
-            _start_together(lambda: ocr.start(s, secrets_, replica), lambda: search.start(s, secrets_),
+            _together(lambda: ocr.start(s, secrets_, replica), lambda: search.start(s, secrets_),
                             lambda: _observe(s, secrets_, {}, echo), lambda: airflow_local.start(s, secrets_))
     except Exception:
         down(s, echo=lambda _m: None)
@@ -81,15 +82,15 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: boo
     return status(s)
 
 
-def _start_together(*starts: Callable[[], None]) -> None:
-    """Start parts that need nothing of each other at once, each waiting for its own health:
-    one after another, their start-up times added up (local stack: OCR 1.6 s, search 2.1 s,
-    observability 3.3 s, then Airflow 16 s). Every start is waited for before the first
-    failure is raised, so ``down`` then finds each part that did start."""
-    with ThreadPoolExecutor(max_workers=len(starts)) as pool:
-        futures = [pool.submit(start) for start in starts]
-    for future in futures:
-        future.result()
+def _together(*calls: Callable[[], Any]) -> list[Any]:
+    """Run calls that need nothing of each other at once; their results, in order. Starting
+    or stopping parts one after another, their start-up times and stop deadlines add up
+    (local stack: OCR 1.6 s, search 2.1 s, observability 3.3 s, then Airflow 16 s). Every
+    call ends before the first failure is raised, so ``down`` then finds each part that did
+    start."""
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]
 
 
 def _up_distributed(s: StackSettings, secrets_: dict[str, str], workers: int, echo: Callable[[str], None]) -> None:
@@ -100,12 +101,12 @@ def _up_distributed(s: StackSettings, secrets_: dict[str, str], workers: int, ec
     for i, replica in enumerate(replicas):
         echo(f"starting OCR replica {i + 1} on {replica.url} ...")
     # the replicas need neither Postgres nor Redis; the search service and Airflow need both
-    _start_together(lambda: postgres.start(s, secrets_), lambda: redis_server.start(s, secrets_),
+    _together(lambda: postgres.start(s, secrets_), lambda: redis_server.start(s, secrets_),
                     *(lambda r=replica: ocr.start(s, secrets_, r, replica_env) for replica in replicas))
     ledger = {"KB_LEDGER_URL": postgres.ledger_url(s, secrets_)}
     echo(f"starting the search service on {search.base_url(s)} ...")
     echo(f"starting Airflow (CeleryExecutor, {workers} worker(s)) on {airflow_local.base_url(s)} ...")
-    _start_together(lambda: search.start(s, secrets_, ledger), lambda: _observe(s, secrets_, ledger, echo),
+    _together(lambda: search.start(s, secrets_, ledger), lambda: _observe(s, secrets_, ledger, echo),
                     lambda: airflow_celery.start(s, secrets_, replicas, workers, echo))
 
 
@@ -120,9 +121,8 @@ def down(s: StackSettings | None = None, *, echo: Callable[[str], None] = print)
     one tier stop together, so their shutdown deadlines overlap instead of adding up."""
     s = s or StackSettings()
     result = {"airflow": airflow_local.stop(s), **airflow_celery.stop(s)}
-    with ThreadPoolExecutor(max_workers=5) as pool:
-        redis_, postgres_, observed, search_, ocr_ = pool.map(
-            lambda stop: stop(s), (redis_server.stop, postgres.stop, observe.stop, search.stop, ocr.stop))
+    redis_, postgres_, observed, search_, ocr_ = _together(
+        *(partial(stop, s) for stop in (redis_server.stop, postgres.stop, observe.stop, search.stop, ocr.stop)))
     result.update(redis=redis_, postgres=postgres_, **observed, search=search_, ocr=ocr_)
     result["s3"] = s3.stop(s)
     result = {k: v for k, v in result.items() if v or k in ("airflow", "search", "ocr", "s3")}
