@@ -1,31 +1,66 @@
-"""Free loopback ports, for stacks that must not collide with another one (tests, benchmarks)."""
+"""Free loopback ports, for stacks that must not collide with another one (tests, benchmarks).
+
+A port is chosen outside the kernel's ephemeral range. One from inside it (what ``bind(0)``
+hands out) can become the source port of any outgoing connection between the choice and the
+server's own bind: weed's S3 gateway binds seconds after its process starts (once its filer
+answers), and in CI it once died on exactly that ("s3 exited while starting", the first pass's
+distributed stack). Outside the range only another chooser can take a port, so each choice is
+also recorded for this process's life in a small file that other processes (the other test
+workers) respect while this process lives.
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import random
 import socket
+import tempfile
+import time
+from pathlib import Path
+
+_LOWEST = 10000  # below: well-known and registered ports (8080, 5432, 6379 ...)
+_GRPC_OFFSET = 10000  # weed serves gRPC on each of its ports + 10000
+_RESERVED_FOR_S = 6 * 3600  # a record older than this is stale even if its pid lives (pid reuse)
+_mine: set[int] = set()
+_OWNER = os.getpid()  # a forked child inherits _mine but must not release its parent's ports
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports nothing listens on now (held together while chosen)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
+    """``n`` distinct ports that nothing listens on now, outside the ephemeral range,
+    reserved for this process."""
+    return [_choose(lambda p: True, lambda p: [p]) for _ in range(n)]
 
 
 def weed_port_set() -> dict[str, int]:
     """Four base ports for weed whose +10000 gRPC twins are free too (StackSettings names)."""
-    while True:
-        ports = free_ports(4)
-        if all(p + 10000 < 65536 for p in ports) and all(_free(p + 10000) for p in ports):
-            return dict(zip(("s3_port", "weed_master_port", "weed_volume_port", "weed_filer_port"), ports))
+    lo, hi = _ephemeral_range()
+    ports = [_choose(lambda p: _outside(p + _GRPC_OFFSET, lo, hi) and p + _GRPC_OFFSET < 65536,
+                     lambda p: [p, p + _GRPC_OFFSET]) for _ in range(4)]
+    return dict(zip(("s3_port", "weed_master_port", "weed_volume_port", "weed_filer_port"), ports))
+
+
+def _choose(fits, needs) -> int:
+    lo, hi = _ephemeral_range()
+    pool = [p for p in range(_LOWEST, 65536) if _outside(p, lo, hi) and fits(p)]
+    for _ in range(1000):
+        port = random.choice(pool)
+        wanted = needs(port)
+        if all(_free(p) for p in wanted) and _reserve(wanted):
+            return port
+    raise RuntimeError(f"no free loopback port outside the ephemeral range {lo}-{hi} after 1000 tries")
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 65535  # Linux's default start; the top of every platform's range
+
+
+def _outside(port: int, lo: int, hi: int) -> bool:
+    return not lo <= port <= hi
 
 
 def _free(port: int) -> bool:
@@ -35,3 +70,63 @@ def _free(port: int) -> bool:
             return True
         except OSError:
             return False
+
+
+def _records() -> Path:
+    folder = Path(tempfile.gettempdir()) / f"kb-ports-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
+
+
+def _reserve(ports: list[int]) -> bool:
+    """Record ``ports`` as this process's, all or none; False if a live process holds one."""
+    taken: list[int] = []
+    for port in ports:
+        if port in _mine or not _claim(_records() / str(port)):
+            for p in taken:
+                _release(p)
+            return False
+        taken.append(port)
+        _mine.add(port)
+    return True
+
+
+def _claim(record: Path) -> bool:
+    for _ in range(2):
+        try:
+            fd = os.open(record, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            if _held(record):
+                return False
+            record.unlink(missing_ok=True)  # its process is gone: the port is free to choose
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _held(record: Path) -> bool:
+    try:
+        pid = int(record.read_text() or 0)
+        if time.time() - record.stat().st_mtime > _RESERVED_FOR_S:
+            return False
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except (OSError, ValueError):
+        return True  # being written, or not ours to judge: leave it
+
+
+def _release(port: int) -> None:
+    _mine.discard(port)
+    (_records() / str(port)).unlink(missing_ok=True)
+
+
+@atexit.register
+def _release_all() -> None:
+    if os.getpid() != _OWNER:
+        return
+    for port in list(_mine):
+        _release(port)

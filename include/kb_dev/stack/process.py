@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -85,9 +86,20 @@ def tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+# A fatal line, where a Go part (weed) prints it: a goroutine dump follows it and would fill
+# the tail, as it did in CI ("S3 API Server listener on ... bind: address already in use").
+_FATAL = re.compile(r"^(F\d{4} \d|FATAL|panic: )")
+
+
 def exited_while_starting(s: StackSettings, name: str) -> ServiceDidNotStart:
-    return ServiceDidNotStart(f"{name} exited while starting; last log lines ({log_path(s, name)}):\n"
-                              + tail(log_path(s, name)))
+    path = log_path(s, name)
+    last = tail(path)
+    try:
+        fatal = [line for line in path.read_text(errors="replace").splitlines() if _FATAL.match(line)]
+    except OSError:
+        fatal = []
+    said = f"; it said: {fatal[-1]}" if fatal and fatal[-1] not in last else ""
+    return ServiceDidNotStart(f"{name} exited while starting{said}; last log lines ({path}):\n{last}")
 
 
 def wait_until(s: StackSettings, name: str, pid: int, ready: Callable[[], bool], what: str) -> None:
