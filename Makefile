@@ -21,17 +21,16 @@ demo: install
 	$(BIN)/kb demo
 
 # Every service the tests use is started by the tests themselves (on free loopback ports)
-# and stopped when they end. Three passes: the tests that need no stack run on three workers
-# (they wait on Airflow and their own services more than they compute; a file stays on one
-# worker, so a module fixture starts once), the distributed stack's module first among them,
-# in collection order (xdist would sort the files by their number of tests, and that module
-# has two); then the suites on a live stack (tests/live.py), on two workers with a live stack
-# each: the fault suite on one, the rest on the other (xdist groups, tests/conftest.py); then
-# the `timed` tests, which time the OCR engine against a timeout, alone.
+# and stopped when they end. Two passes: the tests that need no local stack run on three
+# workers (they wait on Airflow and their own services more than they compute: two workers
+# kept 1.2 of the 2 cores busy; a file stays on one worker, so a module fixture starts once),
+# the distributed stack's module first among them, in collection order (xdist would sort the
+# files by their number of tests, and that module has two); then the `sequential` ones, one
+# at a time: the tests that time the OCR engine against a timeout, and every suite on the one
+# live stack (tests/live.py).
 test: install chromium distributed-packages prometheus-packages
 	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not sequential"
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "sequential and not timed"
-	$(BIN)/python -m pytest -m timed
+	$(BIN)/python -m pytest -m sequential
 
 # The search page's browser test drives Debian's Chromium (Playwright cannot download one here).
 chromium:

@@ -159,25 +159,16 @@ def live(tmp_path_factory, embed_cache):
     yield from live_stack(tmp_path_factory, KB_EMBED_CACHE_DIR=str(embed_cache))
 
 
-# The suites on a live stack, in the order they run: the stack starts for the first of them
-# (after every other test: no test runs beside an idle Airflow) and stops at the end of the
-# session; the suites that hold back, stop or kill its parts come last. A module not named
-# here runs after the named ones.
+# The suites on the shared live stack, in the order they run: the stack starts for the first
+# of them (after every other test: no test runs beside an idle Airflow) and stops at the end
+# of the session; the suites that hold back, stop or kill its parts come last. A module not
+# named here runs after the named ones.
 LIVE_ORDER = ("stack/test_stack.py", "security/", "observability/",
               "stack/test_corpus.py", "stack/test_faults.py")
-# make test's second pass runs the live suites on two workers, each with a live stack of its
-# own (a session fixture is per worker): the fault suite, which stops and kills its stack's
-# parts, on one; the other suites on the other. The suites that time the OCR engine against a
-# timeout (``timed``) wait for a third pass, alone on the machine.
-FAULTS_GROUP, LIVE_GROUP = "live-faults", "live"
-
-
-def _tests_path(item) -> str:
-    return Path(str(item.fspath)).relative_to(REPO / "tests").as_posix()
 
 
 def _live_rank(item) -> int:
-    path = _tests_path(item)
+    path = Path(str(item.fspath)).relative_to(REPO / "tests").as_posix()
     return next((i for i, prefix in enumerate(LIVE_ORDER) if path.startswith(prefix)), len(LIVE_ORDER))
 
 
@@ -196,15 +187,11 @@ def _order(item) -> tuple[int, int]:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers this adds
 def pytest_collection_modifyitems(items):
-    """Tests on a live stack run together, last, in ``LIVE_ORDER``. Every test that starts the
-    local stack, runs on a live one or is ``timed`` is ``sequential``: ``make test`` runs those
-    after the others ran on three workers, the live suites in two groups (one worker and one
-    live stack each), then the timed ones alone."""
+    """Tests on the shared live stack run together, last, in ``LIVE_ORDER``. Every test that
+    starts the local stack, or runs on the live one, is ``sequential``: ``make test`` runs
+    those in a pass of their own, one at a time, after the others ran on three workers."""
     for item in items:
-        if _on_live_stack(item) or item.get_closest_marker("stack") or item.get_closest_marker("timed"):
+        if _on_live_stack(item) or item.get_closest_marker("stack"):
             item.add_marker(pytest.mark.sequential)
-        if _on_live_stack(item):
-            group = FAULTS_GROUP if _tests_path(item).startswith("stack/test_faults.py") else LIVE_GROUP
-            item.add_marker(pytest.mark.xdist_group(group))
     # a stable sort: within a rank, tests keep the order they were collected in
     items.sort(key=_order)

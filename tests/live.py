@@ -100,12 +100,11 @@ LIVE_SETTINGS = {
     # kb_ingest's searchable-within promise, as its deadline alert (observability/test_deadline):
     # one value for every run on this stack (Airflow's deadline interval is the DAG's, not a
     # run's), so well above what a small run takes here on 2 cores (a 2-document run: 8 to 14 s
-    # from queued to success alone, 16 s on a slow day; make test runs two live stacks side by
-    # side, which can double it), yet short enough to wait out: the held-back run waits the
-    # whole promise. Longer runs (the corpus, the size test, faults that hold a run back) miss it
+    # from queued to success, 16 s on a slow day), yet short enough to wait out: the held-back
+    # run waits the whole promise. Longer runs (the corpus, the size test, faults that hold a run back) miss it
     # and alert; those alerts name a run, not a document, so no test that counts a document's
     # alerts sees them.
-    "KB_SEARCHABLE_WITHIN_S": "45",
+    "KB_SEARCHABLE_WITHIN_S": "30",
     # a failed document is due again in the next run, and a failed task is retried after 5 s
     # (stack/test_faults: every fault's end state is reached within a run or two)
     "KB_RETRY_BACKOFF_S": "0",

@@ -11,9 +11,9 @@ from tests.conftest import start_service
 from tests.integration.dagrun import points_by_doc, run_ingest
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
 
-# timed: the timeout tests cut their request timeout from a page's time measured first,
+# sequential: the timeout tests cut their request timeout from a page's time measured first,
 # and a machine busier after that measurement would split ranges further
-pytestmark = [pytest.mark.integration, pytest.mark.timed]
+pytestmark = [pytest.mark.integration, pytest.mark.sequential]
 KEY = "integration-test-key"
 
 

@@ -19,8 +19,8 @@ from ocr_engine.unlimited.testing import build_tiny_model
 from tests.conftest import start_service
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
 
-# timed: it watches a KV budget fill and drain within bounded waits
-pytestmark = pytest.mark.timed
+# sequential: it watches a KV budget fill and drain within bounded waits
+pytestmark = pytest.mark.sequential
 KEY = "key-for-admission-tests"
 N = 2  # one-page sequences the budget holds
 TOKENS = 300  # per page: a few seconds of the tiny model on 2 cores

@@ -14,8 +14,8 @@ from ocr_engine.pace import MIN_SAMPLES
 from tests.conftest import start_service
 from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, scanned_copy, truncated_pdf
 
-# timed: its timeouts are seconds of PP-OCR, which a busy machine stretches
-pytestmark = pytest.mark.timed
+# sequential: its timeouts are seconds of PP-OCR, which a busy machine stretches
+pytestmark = pytest.mark.sequential
 KEYS = ("key-one-for-tests", "key-two-for-rotation")
 TIMEOUT_S = 3.0
 

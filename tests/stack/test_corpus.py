@@ -32,9 +32,7 @@ from kb_dev.settings import StackSettings
 from tests.live import run_id_of
 from tests.stack.kbcli import REPO, kb
 
-# timed: its request timeout is a few scanned pages' time, measured first; a machine busier
-# after that measurement would time out more ranges than the split expects
-pytestmark = [pytest.mark.stack, pytest.mark.timed]
+pytestmark = pytest.mark.stack
 MAX_PAGES = 10  # per request
 TIMEOUT_PAGES = 4  # the request timeout, in scanned pages of this corpus as timed here
 # The prior a fresh service plans scanned pages with, as a share of their real time: the
