@@ -29,26 +29,32 @@ _OWNER = os.getpid()  # a forked child inherits _mine but must not release its p
 def free_ports(n: int) -> list[int]:
     """``n`` distinct ports that nothing listens on now, outside the ephemeral range,
     reserved for this process."""
-    return [_choose(lambda p: True, lambda p: [p]) for _ in range(n)]
+    return _choose(n, offsets=(0,))
 
 
 def weed_port_set() -> dict[str, int]:
     """Four base ports for weed whose +10000 gRPC twins are free too (StackSettings names)."""
-    lo, hi = _ephemeral_range()
-    ports = [_choose(lambda p: _outside(p + _GRPC_OFFSET, lo, hi) and p + _GRPC_OFFSET < 65536,
-                     lambda p: [p, p + _GRPC_OFFSET]) for _ in range(4)]
+    ports = _choose(4, offsets=(0, _GRPC_OFFSET))
     return dict(zip(("s3_port", "weed_master_port", "weed_volume_port", "weed_filer_port"), ports))
 
 
-def _choose(fits, needs) -> int:
+def _choose(n: int, offsets: tuple[int, ...]) -> list[int]:
+    """``n`` base ports ``p`` whose ``p + offset`` for each offset lie outside the ephemeral
+    range, are free now and are reserved for this process, all of them."""
     lo, hi = _ephemeral_range()
-    pool = [p for p in range(_LOWEST, 65536) if _outside(p, lo, hi) and fits(p)]
-    for _ in range(1000):
+    pool = [p for p in range(_LOWEST, 65536)
+            if all(p + o < 65536 and not lo <= p + o <= hi for o in offsets)]
+    chosen: list[int] = []
+    for tries in range(1, 1001):
+        if len(chosen) == n:
+            break
         port = random.choice(pool)
-        wanted = needs(port)
+        wanted = [port + o for o in offsets]
         if all(_free(p) for p in wanted) and _reserve(wanted):
-            return port
-    raise RuntimeError(f"no free loopback port outside the ephemeral range {lo}-{hi} after 1000 tries")
+            chosen.append(port)
+    if len(chosen) < n:
+        raise RuntimeError(f"no {n} free loopback ports outside the ephemeral range {lo}-{hi} in {tries} tries")
+    return chosen
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -57,10 +63,6 @@ def _ephemeral_range() -> tuple[int, int]:
         return lo, hi
     except (OSError, ValueError):
         return 32768, 65535  # Linux's default start; the top of every platform's range
-
-
-def _outside(port: int, lo: int, hi: int) -> bool:
-    return not lo <= port <= hi
 
 
 def _free(port: int) -> bool:
@@ -108,15 +110,17 @@ def _claim(record: Path) -> bool:
 
 def _held(record: Path) -> bool:
     try:
-        pid = int(record.read_text() or 0)
+        text = record.read_text()
+        if not text:
+            return True  # being written by its process
         if time.time() - record.stat().st_mtime > _RESERVED_FOR_S:
             return False
-        os.kill(pid, 0)
+        os.kill(int(text), 0)
         return True
     except ProcessLookupError:
         return False
     except (OSError, ValueError):
-        return True  # being written, or not ours to judge: leave it
+        return True  # not ours to judge (another user's process, a file we cannot read): leave it
 
 
 def _release(port: int) -> None:
