@@ -213,8 +213,7 @@ def _mask(text: str) -> str:
     return re.sub(r"\d+", "#", "".join(c for c in text if c.isalnum()))
 
 
-def _same_ends(a: str, b: str, n: int = 8) -> bool:
-    return len(a) >= n and len(b) >= n and (a[:n] == b[:n] or a[-n:] == b[-n:])
+_ENDS = 8  # masked characters at either end that two running titles of one height share
 
 
 def _same_line(a: BBox, b: BBox, page_height: float) -> bool:
@@ -296,16 +295,29 @@ def _at_running_height(edges: list[_Edge], pages: list[_Page], least: int) -> se
     which begins or ends as the lines there on other pages do. (A page's body starts at one
     height too, with other words each time.)"""
     at: dict[tuple[str, int], list[_Edge]] = {}
+    masks: dict[tuple[int, int], str] = {}
     for e in edges:
         if e.one_line and not e.heading:
             at.setdefault((e.band, e.step), []).append(e)
+            masks[e.key] = _mask(e.text)
     found = set()
     for (band, step), members in at.items():
         near = [e for s in (step - 1, step, step + 1) for e in at.get((band, s), [])]
         if len({e.page for e in near}) < max(least, _FURNITURE * len(pages)):
             continue
+        # The pages near this height by how their line begins and ends: one pass over the
+        # lines, not one per pair (a 1,000-page document has about a thousand at one height).
+        pages_by_end: dict[tuple[str, str], set[int]] = {}
+        for o in near:
+            m = masks[o.key]
+            if len(m) >= _ENDS:
+                pages_by_end.setdefault(("begins", m[:_ENDS]), set()).add(o.page)
+                pages_by_end.setdefault(("ends", m[-_ENDS:]), set()).add(o.page)
         for e in members:
-            alike = {o.page for o in near if o.page != e.page and _same_ends(_mask(e.text), _mask(o.text))}
+            m = masks[e.key]
+            if len(m) < _ENDS:
+                continue
+            alike = (pages_by_end[("begins", m[:_ENDS])] | pages_by_end[("ends", m[-_ENDS:])]) - {e.page}
             if len(alike) >= least - 1:
                 found.add(e.key)
     return found
@@ -315,21 +327,21 @@ def _repeated(edges: list[_Edge], pages: list[_Page], least: int) -> set[tuple[i
     """Lines that come back at the same height with the same words, digits masked."""
     from rapidfuzz import fuzz
 
-    clusters: list[list[_Edge]] = []
+    clusters: list[tuple[str, list[_Edge]]] = []  # (the first line's masked text, the lines)
     for e in edges:
         key = _mask(e.text)
         if len(key) < 2:
             continue
-        for cluster in clusters:
+        for first_key, cluster in clusters:
             first = cluster[0]
             if (first.band == e.band and abs(first.middle - e.middle) <= _SAME_HEIGHT
-                    and (_mask(first.text) == key or fuzz.ratio(_mask(first.text), key) >= _SAME_TEXT)):
+                    and (first_key == key or fuzz.ratio(first_key, key) >= _SAME_TEXT)):
                 cluster.append(e)
                 break
         else:
-            clusters.append([e])
+            clusters.append((key, [e]))
     found = set()
-    for cluster in clusters:
+    for _, cluster in clusters:
         # Text that comes back without a page number must come back often: a label at the
         # foot of a few pages ("Syntax:" on 9 of gnuplot's 311) is the body's; a heading
         # that repeats at the top (a slide's "Outline") is running on half the pages only.
