@@ -101,6 +101,21 @@ def test_sensing_is_event_driven_with_the_cron_schedule_as_reconciliation():
         assert env["KB_SCHEDULE"], name
 
 
+def test_every_airflow_service_and_the_local_stack_look_for_a_finished_task_each_second(tmp_path):
+    """At Airflow's default (5 s) a task's supervisor can hold its worker slot that long after
+    the task has ended (include/kb_dev/stack/airflow_local.py says how it was seen)."""
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import airflow_local
+
+    key = "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL"
+    for name in AIRFLOW_SERVICES:
+        assert compose()["services"][name]["environment"][key] == "1", name
+    local = airflow_local.env_for(StackSettings(state_dir=tmp_path, observe=False),
+                                  {"KB_S3_ACCESS_KEY": "a", "KB_S3_SECRET_KEY": "s", "KB_OCR_API_KEY": "o",
+                                   "KB_AIRFLOW_JWT_SECRET": "j"})
+    assert local[key] == "1"
+
+
 def _postgres_bin(name: str) -> str | None:
     found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), key=lambda p: int(p.parts[-3]))
     return str(found[-1]) if found else shutil.which(name)

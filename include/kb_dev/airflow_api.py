@@ -206,7 +206,7 @@ class AirflowClient:
         return self._request("GET", f"/ui/dags/{dag_id}/dagRuns/{run_id}/deadlines")["deadlines"]
 
     def follow(
-        self, dag_id: str, run_id: str, *, timeout_s: float, poll_s: float = 2.0, echo: Callable[[str], None] = print
+        self, dag_id: str, run_id: str, *, timeout_s: float, poll_s: float = 1.0, echo: Callable[[str], None] = print
     ) -> RunProgress:
         deadline = time.monotonic() + timeout_s
         last = ""
@@ -231,7 +231,7 @@ class RunOutcome:
 
 
 def run_and_wait(client: AirflowClient, dag_id: str, conf: dict[str, Any], timeout_s: float,
-                 echo: Callable[[str], None] = print, poll_s: float = 2.0) -> RunOutcome:
+                 echo: Callable[[str], None] = print, poll_s: float = 1.0) -> RunOutcome:
     """Trigger ``dag_id`` with ``conf``, show its progress until it ends, return its summary."""
     client.wait_for_dag(dag_id)
     run_id = client.trigger(dag_id, conf)

@@ -166,7 +166,7 @@ def airflow_client(s: StackSettings) -> AirflowClient:
 
 
 def run_ingest(s: StackSettings, conf: dict[str, Any], timeout_s: float, echo: Callable[[str], None] = print,
-               poll_s: float = 2.0) -> RunOutcome:
+               poll_s: float = 1.0) -> RunOutcome:
     """One run of kb_ingest on the running stack, followed to its end."""
     client = airflow_client(s)
     try:
