@@ -71,3 +71,17 @@ def test_the_schedule_is_configurable():
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "0 3 * * *" in json.loads(done.stdout.strip().splitlines()[-1])["schedule"]
+
+
+def test_airflows_plugin_scan_executes_no_file_of_the_kb_airflow_package():
+    """Airflow runs every .py file under the plugins folder as a top-level module of its own
+    (a second ``hooks``, ``notifiers``...) in every task process; plugins/.airflowignore keeps
+    the package, which defines no AirflowPlugin, out of that scan. The scan's own file walk
+    (airflow._shared, Airflow 3.3) with the ignore syntax Airflow is configured with."""
+    from airflow._shared.module_loading import find_path_from_directory
+    from airflow.configuration import conf
+
+    plugins = REPO / "plugins"
+    assert list(plugins.rglob("*.py")), "the kb_airflow package is gone: nothing to check"
+    syntax = conf.get("core", "dag_ignore_file_syntax", fallback="glob")
+    assert list(find_path_from_directory(str(plugins), ".airflowignore", syntax)) == []
