@@ -24,8 +24,9 @@ demo: install
 # and stopped when they end. Two passes: the tests that need no local stack run on three
 # workers (they wait on Airflow and their own services more than they compute: two workers
 # kept 1.2 of the 2 cores busy; a file stays on one worker, so a module fixture starts once),
-# the distributed stack's module first among them, in collection order (xdist would sort the
-# files by their number of tests, and that module has two); then the `sequential` ones, one
+# the two modules with a stack of their own (the distributed stack, the soak) first among them,
+# in collection order (xdist would sort the files by their number of tests, and those have one
+# or two); then the `sequential` ones, one
 # at a time: the tests that time the OCR engine against a timeout, and every suite on the one
 # live stack (tests/live.py).
 test: install chromium distributed-packages prometheus-packages
