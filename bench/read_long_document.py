@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/read_long_document.py [--pages 250 1000] [--repeat 3]
 
-Builds born-digital documents of generated prose (``kb_dev.samples.prose_pages``, a
-heading and four paragraphs a page, as the size test's 1,000-page document), reads their
+Builds born-digital documents of generated prose (``kb_dev.samples.prose_pdf``, the
+size test's 1,000-page document at other lengths), reads their
 text layers once with the engine's ``textlayer`` backend, then times ``read_document`` on
 each, the best of ``--repeat`` runs after one untimed warm-up run each. Prints the seconds per
 document and, against the shortest, the ratio of seconds to the ratio of pages: near 1 the
@@ -15,22 +15,9 @@ from __future__ import annotations
 import argparse
 import time
 
-import pymupdf
-
 from kb.reading import read_document
-from kb_dev.samples import PAGE_H, PAGE_W, prose_pages
+from kb_dev.samples import prose_pdf
 from ocr_engine.engine import OcrEngine
-
-
-def document(pages: int) -> bytes:
-    doc = pymupdf.open()
-    for heading, paragraphs in prose_pages(pages, seed=11):
-        page = doc.new_page(width=PAGE_W, height=PAGE_H)
-        page.insert_textbox(pymupdf.Rect(60, 60, PAGE_W - 60, PAGE_H - 60), heading + "\n\n" + "\n\n".join(paragraphs),
-                            fontsize=10, fontname="helv")
-    data = doc.tobytes(garbage=3, deflate=True)
-    doc.close()
-    return data
 
 
 def main() -> None:
@@ -39,7 +26,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     engine = OcrEngine()
-    results = {n: [r.as_dict() for r in engine.parse_pdf(document(n), backend="textlayer")] for n in sorted(args.pages)}
+    results = {n: [r.as_dict() for r in engine.parse_pdf(prose_pdf(n), backend="textlayer")] for n in sorted(args.pages)}
     seconds = {}
     for n, pages in results.items():
         read_document(pages)  # warm-up, the same for every length

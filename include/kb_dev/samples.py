@@ -212,6 +212,20 @@ def prose_pages(n: int, seed: int = 7, paragraphs: int = 4) -> list[tuple[str, l
     return pages
 
 
+def prose_pdf(pages: int, seed: int = 11) -> bytes:
+    """A born-digital PDF of ``pages`` pages of generated prose (``prose_pages``), each page's
+    heading and paragraphs in one text box: the size test's long document, and what
+    bench/read_long_document.py reads at several lengths."""
+    doc = pymupdf.open()
+    for heading, paragraphs in prose_pages(pages, seed=seed):
+        page = doc.new_page(width=PAGE_W, height=PAGE_H)
+        page.insert_textbox(pymupdf.Rect(60, 60, PAGE_W - 60, PAGE_H - 60), heading + "\n\n" + "\n\n".join(paragraphs),
+                            fontsize=10, fontname="helv")
+    data = doc.tobytes(garbage=3, deflate=True)
+    doc.close()
+    return data
+
+
 def write_prose_documents(out_dir: Path, documents: int = 10, pages_per_document: int = 20,
                           seed: int = 7) -> list[Path]:
     """Born-digital PDFs of generated prose, for the ingest benchmark (no facts, just load)."""

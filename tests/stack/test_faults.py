@@ -253,22 +253,16 @@ def test_scheduler_restarted_mid_run_loses_nothing(stack, clean):
 def _long_documents() -> dict[str, bytes]:
     import pymupdf
 
-    from kb_dev.samples import PAGE_H, PAGE_W, prose_pages
+    from kb_dev.samples import PAGE_H, PAGE_W, prose_pdf
 
-    text = pymupdf.open()
-    for heading, paragraphs in prose_pages(1000, seed=11):
-        page = text.new_page(width=PAGE_W, height=PAGE_H)
-        page.insert_textbox(pymupdf.Rect(60, 60, PAGE_W - 60, PAGE_H - 60), heading + "\n\n" + "\n\n".join(paragraphs),
-                            fontsize=10, fontname="helv")
     scanned = pymupdf.open()
     for i in range(200):
         page = scanned.new_page(width=PAGE_W, height=PAGE_H)
         page.insert_textbox(pymupdf.Rect(60, 60, PAGE_W - 60, 200),
                             f"Archive folio {i + 1}. Register of shipments, batch {1000 + i}, checked by the clerk.",
                             fontsize=14, fontname="helv")
-    out = {"born-digital-1000.pdf": text.tobytes(garbage=3, deflate=True),
+    out = {"born-digital-1000.pdf": prose_pdf(1000, seed=11),
            "image-only-200.pdf": scanned_copy(scanned.tobytes(), dpi=100)}
-    text.close()
     scanned.close()
     return out
 
