@@ -182,7 +182,7 @@ def _order(item) -> tuple[int, int]:
     # The modules that start a stack of their own first (the distributed stack, the soak): in
     # make test's first pass (three workers, files sent in collection order), the minutes they
     # wait on their stacks overlap with the other tests' work.
-    return (0, 0) if item.get_closest_marker("distributed") or item.get_closest_marker("own_stack") else (1, 0)
+    return (0, 0) if item.get_closest_marker("own_stack") else (1, 0)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the markers this adds

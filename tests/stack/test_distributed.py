@@ -40,7 +40,7 @@ from kb_dev.stack.topology import airflow_client
 from tests.conftest import free_ports
 from tests.stack.kbcli import REPO, kb, stack_env
 
-pytestmark = [pytest.mark.distributed]
+pytestmark = [pytest.mark.distributed, pytest.mark.own_stack]
 DOCUMENTS = 20
 FOLDER = "dist"
 PREFIX = f"{FOLDER}/"
