@@ -85,3 +85,35 @@ def test_airflows_plugin_scan_executes_no_file_of_the_kb_airflow_package():
     assert list(plugins.rglob("*.py")), "the kb_airflow package is gone: nothing to check"
     syntax = conf.get("core", "dag_ignore_file_syntax", fallback="glob")
     assert list(find_path_from_directory(str(plugins), ".airflowignore", syntax)) == []
+
+
+def _task_body_imports() -> set[str]:
+    """The project's modules the DAGs' task bodies import when they run (imports inside a
+    function; the file's top-level imports are parse time, held light by the tests above)."""
+    import ast
+
+    found = set()
+    for path in (REPO / "dags").glob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and node.module:
+                        found.add(node.module)
+                    elif isinstance(node, ast.Import):
+                        found.update(alias.name for alias in node.names)
+    return {m for m in found if m.split(".")[0] in ("kb", "kb_airflow")}
+
+
+def test_the_task_preload_imports_what_the_task_bodies_and_the_gates_import():
+    """The local stack's executor starts from a forkserver that imported kb_airflow.preload;
+    Python's forkserver skips a preload that raises ImportError without a word (the tasks would
+    be 2-3 s slower a run, nothing else), so the module is imported here on its own."""
+    probe = "import json, sys; import kb_airflow.preload; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    wanted = _task_body_imports()
+    assert "kb.pipeline.index" in wanted, wanted  # the walk found the task bodies
+    assert wanted - loaded == set()
+    # what the index task imports inside functions: the gates' library, the embedder's runtime
+    assert {"great_expectations", "onnxruntime", "tokenizers", "qdrant_client"} <= loaded

@@ -59,6 +59,23 @@ def test_status_reports_every_part_healthy(stack_env):
     assert secrets.stat().st_mode & 0o077 == 0, "the secrets file must be private"
 
 
+def test_task_processes_start_from_a_forkserver_that_has_the_task_libraries_loaded(stack_env, ingested):
+    """The scheduler's LocalExecutor forks its workers, whose forks are the task processes,
+    from a forkserver that imported kb_airflow.preload: its memory maps hold the C extensions
+    of what the index task imports (pandas under Great Expectations, ONNX Runtime), loaded
+    before any task ran. Python's forkserver drops a preload that fails to import silently."""
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack.airflow_local import PART, SCHEDULER_PART
+    from kb_dev.stack.process import cmdline, part_members
+
+    s = StackSettings.from_env(stack_env)
+    servers = [pid for part in (PART, SCHEDULER_PART) for pid in part_members(s, part)
+               if "multiprocessing.forkserver" in " ".join(cmdline(pid))]
+    assert servers, "no forkserver under the stack's Airflow: its executor forks workers from the scheduler"
+    maps = Path(f"/proc/{servers[-1]}/maps").read_text()
+    assert "/pandas/_libs/" in maps and "onnxruntime_pybind11_state" in maps
+
+
 def test_wrong_s3_credentials_are_refused_as_a_typed_error(stack_env):
     secrets = dict(line.split("=", 1) for line in (Path(stack_env["KB_STATE_DIR"]) / "secrets.env").read_text().split())
     endpoint = f"127.0.0.1:{stack_env['KB_S3_PORT']}"

@@ -32,6 +32,9 @@ ALL_WORKER_PARTS = tuple(dict.fromkeys(part for queues in WORKER_QUEUES.values()
 
 def env_for(s: StackSettings, secrets_: dict[str, str], replicas: list[Replica]) -> dict[str, str]:
     env = airflow_local.env_for(s, secrets_)
+    # No LocalExecutor workers here to start from a preloaded forkserver: Celery's run the tasks.
+    for name in airflow_local.LOCAL_EXECUTOR_ONLY:
+        del env[name]
     airflow_pw = secrets_["KB_PG_AIRFLOW_PASSWORD"]
     env.update({
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",

@@ -26,6 +26,8 @@ from kb_dev.stack.process import (alive, check_ports_free, cmdline, forget_part,
 from kb_dev.stack.secrets import read_secrets, write_private
 
 PART = "airflow"
+PRELOAD_MODULE = "kb_airflow.preload"  # imported by name in the scheduler's forkserver, not here
+LOCAL_EXECUTOR_ONLY = ("AIRFLOW__SCHEDULER__MP_START_METHOD", "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD")
 SCHEDULER_PART = "scheduler"  # one that restart_scheduler started beside standalone
 
 
@@ -76,6 +78,12 @@ def env_for(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
         # waited for a free worker (runs of a small document: 4.8-9.7 s, 5.3-6.0 s at 1 s).
         # The cost: a heartbeat a second per running task, instead of one per 5 s.
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+        # The LocalExecutor's workers (and so every task process, a fork of one) start from a
+        # forkserver that has imported the tasks' libraries once (kb_airflow/preload.py):
+        # otherwise each task process imports them itself, 2 s of Great Expectations per index
+        # task. Scheduler only: the DAG processor and the triggerer import none of them.
+        "AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
+        "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": PRELOAD_MODULE,
         "AIRFLOW_CONN_KB_S3": json.dumps(conn),
         "AIRFLOW_CONN_OCR_SERVICE": json.dumps({
             "conn_type": "http", "host": s.host, "port": s.ocr_port, "schema": "http",
