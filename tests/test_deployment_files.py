@@ -116,6 +116,20 @@ def test_every_airflow_service_and_the_local_stack_look_for_a_finished_task_each
     assert local[key] == "1"
 
 
+def test_the_celery_workers_of_compose_and_of_the_distributed_stack_preload_the_task_libraries():
+    """Each Celery worker imports kb_airflow.preload before it forks its pool; the distributed
+    stack's test checks the running workers, this one that compose sets the same."""
+    import importlib
+
+    from kb_dev.stack import airflow_celery
+
+    key = "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS"
+    for name in AIRFLOW_SERVICES:
+        assert compose()["services"][name]["environment"][key] == airflow_celery.CELERY_CONFIG_OPTIONS, name
+    module, _, name = airflow_celery.CELERY_CONFIG_OPTIONS.rpartition(".")
+    assert getattr(importlib.import_module(module), name)["imports"] == ("kb_airflow.preload",)
+
+
 def _postgres_bin(name: str) -> str | None:
     found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), key=lambda p: int(p.parts[-3]))
     return str(found[-1]) if found else shutil.which(name)

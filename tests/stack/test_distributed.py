@@ -35,10 +35,13 @@ from kb_dev import pools
 from kb_dev.samples import prose_pages, write_pdf, write_scanned_pdf
 from kb_dev.settings import StackSettings
 from kb_dev.stack import ocr, postgres
+from kb_dev.stack.airflow_celery import WORKER_QUEUES
+from kb_dev.stack.process import part_pid
 from kb_dev.stack.secrets import read_secrets
 from kb_dev.stack.topology import airflow_client
 from tests.conftest import free_ports
 from tests.stack.kbcli import REPO, kb, stack_env
+from tests.stack.preloaded import task_libraries_loaded
 
 pytestmark = [pytest.mark.distributed, pytest.mark.own_stack]
 DOCUMENTS = 20
@@ -83,6 +86,7 @@ class DistributedRun:
     task_instances: list[dict]
     served: list[float]  # /v1/parse requests each replica answered
     ledger_db_file: bool  # a ledger.db in the state folder (it must be in Postgres)
+    preloaded: dict[str, bool]  # each Celery worker: the tasks' libraries loaded before it forked its pool
     point_ids: list[str]
 
 
@@ -117,6 +121,7 @@ def distributed(documents, embed_cache) -> DistributedRun:
     try:
         assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
         status = json.loads(kb(env, "status", "--json").stdout)
+        preloaded = {part: task_libraries_loaded(part_pid(s, part)) for part in WORKER_QUEUES[2]}
         # the pool follows the replicas' published capacity (PP-OCR replicas: their engine slots)
         with closing(airflow_client(s)) as client:
             client.set_pool(OCR_POOL, 7, "set by hand")
@@ -142,7 +147,7 @@ def distributed(documents, embed_cache) -> DistributedRun:
         kb(env, "down")  # and the search service lets go of the Qdrant store
     try:
         return DistributedRun(status, by_hand, synced.stdout, replicas, after_sync, entries, runs, tis, served,
-                              (Path(env["KB_STATE_DIR"]) / "ledger.db").exists(),
+                              (Path(env["KB_STATE_DIR"]) / "ledger.db").exists(), preloaded,
                               _point_ids(Path(env["KB_STATE_DIR"]), PREFIX))
     finally:
         shutil.rmtree(state, ignore_errors=True)
@@ -175,6 +180,8 @@ def test_the_distributed_stack_runs_every_part_and_scales_out_the_ocr(distribute
 
     # the ledger is in Postgres, not in the state folder's SQLite
     assert not distributed.ledger_db_file
+    # each Celery worker imported the tasks' libraries before it forked its pool (kb_airflow.celery_config)
+    assert distributed.preloaded == {"worker-default": True, f"worker-{OCR_QUEUE}": True}, distributed.preloaded
 
 
 def test_the_distributed_stack_indexes_what_the_pipelines_stages_make_of_the_same_files(distributed, documents,

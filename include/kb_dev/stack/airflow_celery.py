@@ -21,6 +21,7 @@ from kb_dev.stack.process import (alive, check_ports_free, exited_while_starting
                                   start_process, stop_parts, wait_until)
 
 API_PART = "airflow-api"
+CELERY_CONFIG_OPTIONS = "kb_airflow.celery_config.CELERY_CONFIG"  # imported by Airflow's Celery app, not here
 # Airflow's own parts, each a process of its own, and the command that runs it
 AIRFLOW_PARTS = {API_PART: ["api-server"], "airflow-scheduler": ["scheduler"],
                  "airflow-dag-processor": ["dag-processor"], "airflow-triggerer": ["triggerer"]}
@@ -42,6 +43,8 @@ def env_for(s: StackSettings, secrets_: dict[str, str], replicas: list[Replica])
         "AIRFLOW__CELERY__BROKER_URL": redis_server.url(s, secrets_),
         "AIRFLOW__CELERY__RESULT_BACKEND": postgres.url(s, postgres.AIRFLOW_DB_USER, airflow_pw, "db+postgresql+psycopg2"),
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(s.celery_worker_concurrency),
+        # each Celery worker imports the tasks' libraries before it forks its pool
+        "AIRFLOW__CELERY__CELERY_CONFIG_OPTIONS": CELERY_CONFIG_OPTIONS,
         "AIRFLOW__API__WORKERS": "1",
         "KB_LEDGER_URL": postgres.ledger_url(s, secrets_),
     })
