@@ -6,7 +6,9 @@ before any test module imports Airflow.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,8 @@ from kb_dev.ports import free_ports, weed_port_set  # noqa: F401  (tests import 
 
 REPO = Path(__file__).resolve().parents[1]
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kb-test-airflow-"))
+# one per pytest process (xdist's workers too); removed when the process ends
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, ignore_errors=True)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
