@@ -118,6 +118,16 @@ def write_weed_security(s: StackSettings) -> Path:
     return folder
 
 
+def write_weed_master_config(folder: Path) -> None:
+    """``master.toml`` beside ``security.toml``: a new collection (every bucket is one) gets
+    one volume, not weed's seven. At seven, a test session's few hundred short-lived buckets
+    made 536 volumes of 64 MB; with ``-volume.max=0`` weed caps the count at free disk over
+    volume size, and on a disk with 17 GB free it refused writes to new buckets ("No
+    writable volumes") halfway through the session. A bucket still grows a volume at a time
+    as it fills (the 0.9 threshold)."""
+    write_private(folder / "master.toml", "[master.volume_growth]\ncopy_1 = 1\ncopy_other = 1\nthreshold = 0.9\n")
+
+
 def start(s: StackSettings, secrets_: dict[str, str]) -> None:
     if part_pid(s, PART):
         return
@@ -144,8 +154,10 @@ def start(s: StackSettings, secrets_: dict[str, str]) -> None:
     write_private(config_path, json.dumps(config))
     data = s.state_dir / "weed"
     data.mkdir(parents=True, exist_ok=True)
+    config_dir = write_weed_security(s)
+    write_weed_master_config(config_dir)
     cmd = [
-        weed_binary(), f"-config_dir={write_weed_security(s)}", "server", f"-ip={s.host}", f"-ip.bind={s.host}", f"-dir={data}",
+        weed_binary(), f"-config_dir={config_dir}", "server", f"-ip={s.host}", f"-ip.bind={s.host}", f"-dir={data}",
         f"-master.port={s.weed_master_port}", f"-volume.port={s.weed_volume_port}",
         "-filer", f"-filer.port={s.weed_filer_port}",
         "-s3", f"-s3.port={s.s3_port}", f"-s3.config={config_path}",
