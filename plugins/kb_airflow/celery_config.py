@@ -10,4 +10,6 @@ worker starts and fails the start if one cannot be imported.
 
 from airflow.providers.celery.executors.default_celery import DEFAULT_CELERY_CONFIG
 
-CELERY_CONFIG = {**DEFAULT_CELERY_CONFIG, "imports": ("kb_airflow.preload",)}
+from kb_airflow.names import TASK_PRELOAD_MODULE
+
+CELERY_CONFIG = {**DEFAULT_CELERY_CONFIG, "imports": (TASK_PRELOAD_MODULE,)}

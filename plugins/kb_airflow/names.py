@@ -12,3 +12,6 @@ REVIEW_DECIDE_TASK = "decide"  # kb_review's human-in-the-loop task
 # GPU workers').
 OCR_POOL = "gpu_ocr"
 OCR_QUEUE = "gpu"
+# The module every task process starts with already imported (preload.py): the local stack's
+# executor forkserver and each Celery worker (celery_config.py) import it by this name.
+TASK_PRELOAD_MODULE = "kb_airflow.preload"

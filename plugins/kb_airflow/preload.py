@@ -6,8 +6,9 @@ imports what its task needs after the fork: Great Expectations alone takes 2 s o
 store's share by extract, plan and retire. The local stack's scheduler starts its workers
 from a forkserver that has imported this module first (``[scheduler] mp_start_method`` =
 forkserver, ``mp_forkserver_preload`` = this module: ``kb_dev.stack.airflow_local``), so
-every task process starts with these modules loaded, shared copy-on-write. A run of a small
-document took 9.1 s before and 6.2 s after.
+every task process starts with these modules loaded, shared copy-on-write; each Celery
+worker imports it before it forks its pool (``celery_config.py``). A run of a small document
+on the local stack took 9.1 s before and 5.0 s after (docs/benchmarks/test-times.md).
 
 Imports only: no client, thread or file is opened here (a fork copies the calling thread
 alone). Python's forkserver skips a preload module that raises ImportError without a word,

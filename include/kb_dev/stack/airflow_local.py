@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from kb_airflow.names import OCR_POOL
+from kb_airflow.names import OCR_POOL, TASK_PRELOAD_MODULE
 from kb_dev import REPO_ROOT
 from kb_dev.errors import ServiceDidNotStart, StackNotRunning
 from kb_dev.settings import StackSettings
@@ -26,7 +26,6 @@ from kb_dev.stack.process import (alive, check_ports_free, cmdline, forget_part,
 from kb_dev.stack.secrets import read_secrets, write_private
 
 PART = "airflow"
-PRELOAD_MODULE = "kb_airflow.preload"  # imported by name in the scheduler's forkserver, not here
 LOCAL_EXECUTOR_ONLY = ("AIRFLOW__SCHEDULER__MP_START_METHOD", "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD")
 SCHEDULER_PART = "scheduler"  # one that restart_scheduler started beside standalone
 
@@ -83,7 +82,7 @@ def env_for(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
         # otherwise each task process imports them itself, 2 s of Great Expectations per index
         # task. Scheduler only: the DAG processor and the triggerer import none of them.
         "AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
-        "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": PRELOAD_MODULE,
+        "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": TASK_PRELOAD_MODULE,
         "AIRFLOW_CONN_KB_S3": json.dumps(conn),
         "AIRFLOW_CONN_OCR_SERVICE": json.dumps({
             "conn_type": "http", "host": s.host, "port": s.ocr_port, "schema": "http",
