@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tests.receivers import webhook_receiver
-from tests.stack.kbcli import kb
+from tests.stack.kbcli import kb, stack_up
 from tests.stack.kbcli import stack_env as stack_env_for
 
 
@@ -124,12 +124,8 @@ def live_stack(tmp_path_factory, **settings: str):
             AIRFLOW_CONN_KB_ALERTS_WEBHOOK=json.dumps({
                 "conn_type": "http", "host": f"http://127.0.0.1:{hook['port']}/services", "password": "T0/B0/live"}),
         )
-        up = kb(env, "up")
-        assert up.returncode == 0, up.stdout + up.stderr
-        try:
+        with stack_up(env):
             secrets = dict(line.split("=", 1) for line in (state / "secrets.env").read_text().split())
             done = kb(env, "status", "--json")
             assert done.returncode == 0, done.stderr
             yield LiveStack(env, secrets, json.loads(done.stdout), hook)
-        finally:
-            kb(env, "down")

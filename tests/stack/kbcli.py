@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from tests.conftest import free_ports, weed_port_set
 
@@ -15,6 +17,18 @@ KB = str(Path(sys.executable).parent / "kb")
 
 def kb(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([KB, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+@contextmanager
+def stack_up(env: dict[str, str], *args: str, timeout: float = 600) -> Iterator[None]:
+    """``kb up`` with ``env`` (and ``args``), held while the block runs; ``kb down`` after it,
+    and also after an ``up`` that failed partway, so what it did start is stopped."""
+    up = kb(env, "up", *args, timeout=timeout)
+    try:
+        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+        yield
+    finally:
+        kb(env, "down")
 
 
 def stack_env(state: Path, **extra: str) -> dict[str, str]:

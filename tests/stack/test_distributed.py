@@ -40,7 +40,7 @@ from kb_dev.stack.process import part_pid
 from kb_dev.stack.secrets import read_secrets
 from kb_dev.stack.topology import airflow_client
 from tests.conftest import free_ports
-from tests.stack.kbcli import REPO, kb, stack_env
+from tests.stack.kbcli import REPO, kb, stack_env, stack_up
 from tests.stack.preloaded import task_libraries_loaded
 
 pytestmark = [pytest.mark.distributed, pytest.mark.own_stack]
@@ -117,35 +117,34 @@ def distributed(documents, embed_cache) -> DistributedRun:
                     KB_OCR_REPLICA_PORTS=json.dumps([ocr2]), KB_AIRFLOW_EXTRA_WORKER_LOG_PORTS=json.dumps([worker_logs]),
                     KB_WATCH_INBOX="true", KB_WATCH_INTERVAL_S="2", KB_EMBED_CACHE_DIR=str(embed_cache))
     s = StackSettings.from_env(env)
-    up = kb(env, "up", "--distributed", timeout=900)
+    # the state folder goes in the end, also when the stack failed to start; `kb down` (which
+    # also stops what a failed `up` started) makes the search service let go of the Qdrant store first
     try:
-        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
-        status = json.loads(kb(env, "status", "--json").stdout)
-        preloaded = {part: task_libraries_loaded(part_pid(s, part)) for part in WORKER_QUEUES[2]}
-        # the pool follows the replicas' published capacity (PP-OCR replicas: their engine slots)
-        with closing(airflow_client(s)) as client:
-            client.set_pool(OCR_POOL, 7, "set by hand")
-            by_hand = client.pool(OCR_POOL)["slots"]
-            synced = kb(env, "pools", "sync")
-            assert synced.returncode == 0, synced.stdout + synced.stderr
-            replicas = pools.replica_capacities([r["url"] for r in status["distributed"]["ocr_replicas"]], ocr.api_key(s))
-            after_sync = client.pool(OCR_POOL)["slots"]
+        with stack_up(env, "--distributed", timeout=900):
+            status = json.loads(kb(env, "status", "--json").stdout)
+            preloaded = {part: task_libraries_loaded(part_pid(s, part)) for part in WORKER_QUEUES[2]}
+            # the pool follows the replicas' published capacity (PP-OCR replicas: their engine slots)
+            with closing(airflow_client(s)) as client:
+                client.set_pool(OCR_POOL, 7, "set by hand")
+                by_hand = client.pool(OCR_POOL)["slots"]
+                synced = kb(env, "pools", "sync")
+                assert synced.returncode == 0, synced.stdout + synced.stderr
+                replicas = pools.replica_capacities([r["url"] for r in status["distributed"]["ocr_replicas"]],
+                                                    ocr.api_key(s))
+                after_sync = client.pool(OCR_POOL)["slots"]
 
-        # no trigger: the inbox watcher in the triggerer starts the runs
-        done = kb(env, "ingest", str(documents), "--prefix", FOLDER)
-        assert done.returncode == 0, done.stdout + done.stderr
-        keys = [f"{PREFIX}{p.name}" for p in sorted(documents.iterdir())]
-        entries, runs = _wait_all_indexed(s, keys, timeout_s=900)
-        with closing(airflow_client(s)) as client:
-            tis = [ti for r in runs for ti in client.task_instances(INGEST_DAG_ID, r["dag_run_id"])]
-        served = []
-        for replica in status["distributed"]["ocr_replicas"]:
-            metrics = httpx.get(replica["url"] + "/metrics", timeout=10).text
-            served.append(sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                              if line.startswith("ocr_requests_total{") and 'route="/v1/parse"' in line))
-    finally:
-        kb(env, "down")  # and the search service lets go of the Qdrant store
-    try:
+            # no trigger: the inbox watcher in the triggerer starts the runs
+            done = kb(env, "ingest", str(documents), "--prefix", FOLDER)
+            assert done.returncode == 0, done.stdout + done.stderr
+            keys = [f"{PREFIX}{p.name}" for p in sorted(documents.iterdir())]
+            entries, runs = _wait_all_indexed(s, keys, timeout_s=900)
+            with closing(airflow_client(s)) as client:
+                tis = [ti for r in runs for ti in client.task_instances(INGEST_DAG_ID, r["dag_run_id"])]
+            served = []
+            for replica in status["distributed"]["ocr_replicas"]:
+                metrics = httpx.get(replica["url"] + "/metrics", timeout=10).text
+                served.append(sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                                  if line.startswith("ocr_requests_total{") and 'route="/v1/parse"' in line))
         return DistributedRun(status, by_hand, synced.stdout, replicas, after_sync, entries, runs, tis, served,
                               (Path(env["KB_STATE_DIR"]) / "ledger.db").exists(), preloaded,
                               _point_ids(Path(env["KB_STATE_DIR"]), PREFIX))

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.stack.kbcli import kb, stack_env
+from tests.stack.kbcli import kb, stack_env, stack_up
 
 pytestmark = [pytest.mark.own_stack]
 
@@ -21,12 +21,8 @@ pytestmark = [pytest.mark.own_stack]
 @pytest.fixture(scope="module")
 def soak_stack(tmp_path_factory, embed_cache) -> dict[str, str]:
     env = stack_env(tmp_path_factory.mktemp("soak-stack"), KB_OBSERVE="true", KB_EMBED_CACHE_DIR=str(embed_cache))
-    up = kb(env, "up")
-    try:
-        assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    with stack_up(env):
         yield env
-    finally:
-        kb(env, "down")
 
 
 def test_soak_for_two_minutes_processes_every_upload_without_errors_or_growth(soak_stack, capsys):
