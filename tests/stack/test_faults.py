@@ -20,8 +20,8 @@ from kb import failpoints
 from kb.artifacts import ArtifactKeys
 from kb_airflow.names import INGEST_DAG_ID
 from kb_dev.stack import ocr, s3
-from kb_dev.stack.airflow_local import SCHEDULER_PART, restart_scheduler
-from kb_dev.stack.process import kill_part, part_pid, processes
+from kb_dev.stack.airflow_local import PART, SCHEDULER_PART, restart_scheduler
+from kb_dev.stack.process import environment, kill_part, part_pid, processes
 from tests.pdfs import (broken_xref_pdf, claims_longer_stream_pdf, claims_more_pages_pdf, coded_pages,
                         deep_page_tree_pdf, deeply_nested_pdf, empty_password_pdf, giant_page_pdf, jpeg_named_pdf,
                         make_pdf, recursive_page_tree_pdf, scanned_copy)
@@ -244,6 +244,10 @@ def test_scheduler_restarted_mid_run_loses_nothing(stack, clean):
     run_id = stack.trigger(prefix)
     stack.wait_for_task(run_id, "extract")
     new = restart_scheduler(stack.settings)
+    # with the stack's settings (what `kb up` was given), not this process's environment
+    settings = [{k: v for k, v in environment(pid).items() if k.startswith("KB_")}
+                for pid in (part_pid(stack.settings, PART), new)]
+    assert settings[0].get("KB_RETRY_DELAY_S") == "5" and settings[1] == settings[0]
     states = _until_indexed(stack, prefix, run_id)
     assert states[-1] == "success", states
     assert part_pid(stack.settings, SCHEDULER_PART) == new  # the run was finished by the new scheduler

@@ -21,8 +21,8 @@ from kb_dev import REPO_ROOT
 from kb_dev.errors import ServiceDidNotStart, StackNotRunning
 from kb_dev.settings import StackSettings
 from kb_dev.stack import observe
-from kb_dev.stack.process import (alive, check_ports_free, cmdline, forget_part, part_members, part_pid, start_process,
-                                  stop_parts, wait_until)
+from kb_dev.stack.process import (alive, check_ports_free, cmdline, environment, forget_part, part_members, part_pid,
+                                  start_process, stop_parts, wait_until)
 from kb_dev.stack.secrets import read_secrets, write_private
 
 PART = "airflow"
@@ -173,10 +173,14 @@ def restart_scheduler(s: StackSettings, timeout_s: float = 120.0) -> int:
     recorded as part ``scheduler`` so ``down`` stops it too; the new one's pid.
 
     ``airflow standalone`` does not restart a component that exits, so the new scheduler
-    runs beside it with the same environment."""
+    runs beside it with the old one's environment: the stack's settings are what ``kb up``
+    was given, and the caller's environment need not have them (built from the caller's, a
+    restart from the test suite lost the stack's retry delay and embedder cache, so the
+    task processes the new scheduler forked ran with the defaults)."""
     if not part_pid(s, PART):
         raise StackNotRunning(f"Airflow standalone is not running under {s.state_dir}; start the stack with `kb up`")
     old = [pid for part in (PART, SCHEDULER_PART) for pid in part_members(s, part) if _is_scheduler(pid)]
+    env = next((e for e in map(environment, old) if e), None) or env_for(s, read_secrets(s.state_dir))
     for pid in old:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
@@ -186,5 +190,4 @@ def restart_scheduler(s: StackSettings, timeout_s: float = 120.0) -> int:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
     forget_part(s, SCHEDULER_PART)
-    env = env_for(s, read_secrets(s.state_dir))
     return start_process(s, SCHEDULER_PART, command("scheduler"), env, Path(env["AIRFLOW_HOME"]))

@@ -242,6 +242,15 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def environment(pid: int) -> dict[str, str]:
+    """The environment ``pid`` was started with ({} when it cannot be read)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
+
+
 def processes(s: StackSettings) -> list[dict[str, Any]]:
     """Every live process of the stack's parts: part, pid, command, RSS, peak RSS, open fds.
 
