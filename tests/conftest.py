@@ -68,9 +68,24 @@ def airflow_db():
 
 @pytest.fixture(scope="session")
 def embed_cache(tmp_path_factory) -> Path:
-    """One folder for the embedder's ONNX export, shared by every test and stack of the
-    session: exporting takes 8 s of a core, and every test has a state folder of its own."""
-    return tmp_path_factory.mktemp("models")
+    """One folder for the embedder's ONNX export, exported once for the whole pytest run:
+    every test and stack of the session, and every xdist worker (their temporary folders
+    share a parent), reads it. Exporting takes 8 s of a core; each of make test's first-pass
+    workers exported its own copy, at the same moment, before. The first worker exports under
+    a lock; the others wait for it."""
+    import fcntl
+
+    from kb.embedding import OnnxEmbedder, export_onnx_isolated
+
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "models"
+    folder.mkdir(exist_ok=True)
+    embedder = OnnxEmbedder(cache_dir=folder)
+    with open(folder / ".export.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not embedder.onnx_path.exists():
+            export_onnx_isolated(embedder.model_dir, embedder.onnx_path)
+    return folder
 
 
 @pytest.fixture
