@@ -161,6 +161,13 @@ class OnnxEmbedder(_Folder):
         options = ort.SessionOptions()
         if self.threads:
             options.intra_op_num_threads = self.threads
+        # No spin-waiting: an index task shares the CPU with the OCR service and other tasks,
+        # and ORT's idle threads spin through the time slices they wait in. 300 chunks beside
+        # two PP-OCR requests, four rounds each: 14.7-17.7 s (mean 15.9) without, 17.5-17.7 s
+        # (17.6) with, the OCR beside it 31.5-32.3 s either way; alone, 7.0-7.9 s either way
+        # (bench/ort_spinning.py, 2026-12-03). PP-OCR keeps ORT's default: its many small
+        # recogniser calls ran 15% slower without spinning (20.4-21.3 s against 23.4-24.5 s).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return ort.InferenceSession(str(self.onnx_path), options, providers=["CPUExecutionProvider"])
 
     @cached_property

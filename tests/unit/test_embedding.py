@@ -46,3 +46,9 @@ def test_the_export_is_cached_and_a_query_process_never_imports_torch(onnx):
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out[-1] == "False" and onnx.onnx_path.stat().st_mtime_ns == stamp
+
+
+def test_the_session_does_not_spin_between_batches(onnx):
+    """An index task shares its CPU with the OCR service (bench/ort_spinning.py)."""
+    options = onnx.session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
