@@ -244,13 +244,14 @@ def test_scheduler_restarted_mid_run_loses_nothing(stack, clean):
     run_id = stack.trigger(prefix)
     stack.wait_for_task(run_id, "extract")
     new = restart_scheduler(stack.settings)
-    # with the stack's settings (what `kb up` was given), not this process's environment
-    settings = [{k: v for k, v in environment(pid).items() if k.startswith("KB_")}
-                for pid in (part_pid(stack.settings, PART), new)]
-    assert settings[0].get("KB_RETRY_DELAY_S") == "5" and settings[1] == settings[0]
     states = _until_indexed(stack, prefix, run_id)
     assert states[-1] == "success", states
     assert part_pid(stack.settings, SCHEDULER_PART) == new  # the run was finished by the new scheduler
+    # with the stack's settings (what `kb up` was given), not this process's environment; read
+    # now, not at once: until the new process has exec'd, /proc shows the environment of its fork
+    settings = [{k: v for k, v in environment(pid).items() if k.startswith("KB_")}
+                for pid in (part_pid(stack.settings, PART), new)]
+    assert settings[0].get("KB_RETRY_DELAY_S") == "5" and settings[1] == settings[0]
     _expect_documents_as_clean(stack, prefix)
 
 
