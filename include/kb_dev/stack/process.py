@@ -243,7 +243,8 @@ def cmdline(pid: int) -> list[str]:
 
 
 def environment(pid: int) -> dict[str, str]:
-    """The environment ``pid`` was started with ({} when it cannot be read)."""
+    """The environment ``pid`` was started with ({} when it cannot be read). A process that
+    has not exec'd yet shows its parent's: read a new one once it runs."""
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
     except OSError:
