@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 _LOWEST = 10000  # below: well-known and registered ports (8080, 5432, 6379 ...)
-_GRPC_OFFSET = 10000  # weed serves gRPC on each of its ports + 10000
+WEED_GRPC_OFFSET = 10000  # weed serves gRPC on each of its ports + 10000
 _RESERVED_FOR_S = 6 * 3600  # a record older than this is stale even if its pid lives (pid reuse)
 _mine: set[int] = set()
 _OWNER = os.getpid()  # a forked child inherits _mine but must not release its parent's ports
@@ -34,7 +34,7 @@ def free_ports(n: int) -> list[int]:
 
 def weed_port_set() -> dict[str, int]:
     """Four base ports for weed whose +10000 gRPC twins are free too (StackSettings names)."""
-    ports = _choose(4, offsets=(0, _GRPC_OFFSET))
+    ports = _choose(4, offsets=(0, WEED_GRPC_OFFSET))
     return dict(zip(("s3_port", "weed_master_port", "weed_volume_port", "weed_filer_port"), ports))
 
 

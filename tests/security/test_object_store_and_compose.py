@@ -26,12 +26,12 @@ import pytest
 
 from kb.objectstore import ObjectStore
 from kb.settings import PipelineSettings
+from kb_dev.ports import WEED_GRPC_OFFSET
 from kb_dev.settings import StackSettings
 from kb_dev.stack.s3 import weed_security_dir
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
-GRPC_OFFSET = 10000  # weed's gRPC port is its HTTP port + 10000
 
 
 def weed_port(live, part: str) -> int:
@@ -153,7 +153,7 @@ def _grpc_call(channel: grpc.Channel, method: str, request: bytes, stream: bool)
 @pytest.mark.parametrize("part, method, request_, stream", GRPC_PROBES, ids=[p[0] for p in GRPC_PROBES])
 def test_the_grpc_ports_refuse_a_client_without_the_stacks_certificate(live, probe_object, part, method, request_,
                                                                          stream):
-    port = weed_port(live, part) + GRPC_OFFSET
+    port = weed_port(live, part) + WEED_GRPC_OFFSET
     assert listening(port)
     if request_ == "artifacts":
         request_ = _proto_string(1, f"/buckets/{artifacts_bucket(live)}/security/object-store")

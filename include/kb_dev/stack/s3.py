@@ -21,6 +21,7 @@ from kb.errors import KbError
 from kb.objectstore import ObjectStore
 from kb.settings import PipelineSettings
 from kb_dev.errors import ServiceDidNotStart
+from kb_dev.ports import WEED_GRPC_OFFSET
 from kb_dev.settings import StackSettings
 from kb_dev.stack.process import check_ports_free, part_pid, start_process, stop_part, wait_until
 from kb_dev.stack.secrets import write_private
@@ -47,7 +48,7 @@ def weed_binary() -> str:
 def weed_ports(s: StackSettings) -> dict[str, int]:
     ports = {"S3": s.s3_port, "weed master": s.weed_master_port, "weed volume": s.weed_volume_port,
              "weed filer": s.weed_filer_port}
-    ports.update({f"{k} gRPC": v + 10000 for k, v in list(ports.items())})
+    ports.update({f"{k} gRPC": v + WEED_GRPC_OFFSET for k, v in list(ports.items())})
     return ports
 
 
@@ -192,12 +193,12 @@ def weed_sockets(s: StackSettings) -> list[Path]:
     ones have a flag to move them). A weed stopped by SIGKILL leaves them: a test session that
     starts weed about 140 times left 560 of them."""
     tmp = Path("/tmp")
-    return [tmp / f"seaweedfs-master-grpc-{s.weed_master_port + 10000}.sock",
-            tmp / f"seaweedfs-volume-grpc-{s.weed_volume_port + 10000}.sock",
+    return [tmp / f"seaweedfs-master-grpc-{s.weed_master_port + WEED_GRPC_OFFSET}.sock",
+            tmp / f"seaweedfs-volume-grpc-{s.weed_volume_port + WEED_GRPC_OFFSET}.sock",
             tmp / f"seaweedfs-filer-{s.weed_filer_port}.sock",
-            tmp / f"seaweedfs-filer-grpc-{s.weed_filer_port + 10000}.sock",
+            tmp / f"seaweedfs-filer-grpc-{s.weed_filer_port + WEED_GRPC_OFFSET}.sock",
             tmp / f"seaweedfs-s3-{s.s3_port}.sock",
-            tmp / f"seaweedfs-s3-grpc-{s.s3_port + 10000}.sock"]
+            tmp / f"seaweedfs-s3-grpc-{s.s3_port + WEED_GRPC_OFFSET}.sock"]
 
 
 def stop(s: StackSettings) -> bool:
