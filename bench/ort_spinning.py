@@ -23,18 +23,20 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SPIN_KEY = "session.intra_op.allow_spinning"
 
 
 def _set_spinning(on: bool) -> None:
-    """Every ORT session this process makes spins (ORT's default) or not."""
+    """Every ORT session this process makes spins (ORT's default) or not; set last, so it
+    overrides the embedder's own setting."""
     import onnxruntime as ort
+
+    from kb.embedding import SPIN_WAIT_KEY
 
     make = ort.InferenceSession.__init__
 
     def init(self, path, sess_options=None, *args, **kwargs):
         sess_options = sess_options or ort.SessionOptions()
-        sess_options.add_session_config_entry(SPIN_KEY, "1" if on else "0")
+        sess_options.add_session_config_entry(SPIN_WAIT_KEY, "1" if on else "0")
         make(self, path, sess_options, *args, **kwargs)
 
     ort.InferenceSession.__init__ = init

@@ -75,16 +75,14 @@ def embed_cache(tmp_path_factory) -> Path:
     a lock; the others wait for it."""
     import fcntl
 
-    from kb.embedding import OnnxEmbedder, export_onnx_isolated
+    from kb.embedding import OnnxEmbedder
 
     base = tmp_path_factory.getbasetemp()
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "models"
     folder.mkdir(exist_ok=True)
-    embedder = OnnxEmbedder(cache_dir=folder)
     with open(folder / ".export.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not embedder.onnx_path.exists():
-            export_onnx_isolated(embedder.model_dir, embedder.onnx_path)
+        OnnxEmbedder(cache_dir=folder).exported()
     return folder
 
 

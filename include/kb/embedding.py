@@ -28,6 +28,7 @@ import numpy as np
 from kb.errors import ModelExportFailed
 
 ONNX_OPSET = 17
+SPIN_WAIT_KEY = "session.intra_op.allow_spinning"  # ONNX Runtime's session option
 
 
 def default_model_dir() -> Path:
@@ -152,12 +153,17 @@ class OnnxEmbedder(_Folder):
     def onnx_path(self) -> Path:
         return self.cache_dir / f"{model_name(self.model_dir)}@{weights_digest(self.model_dir)}" / "model.onnx"
 
+    def exported(self) -> Path:
+        """The model's ONNX file, exported first (in a child process, with torch) when the cache
+        does not have it yet."""
+        if not self.onnx_path.exists():
+            export_onnx_isolated(self.model_dir, self.onnx_path)
+        return self.onnx_path
+
     @cached_property
     def session(self):
         import onnxruntime as ort
 
-        if not self.onnx_path.exists():
-            export_onnx_isolated(self.model_dir, self.onnx_path)
         options = ort.SessionOptions()
         if self.threads:
             options.intra_op_num_threads = self.threads
@@ -167,8 +173,8 @@ class OnnxEmbedder(_Folder):
         # (17.6) with, the OCR beside it 31.5-32.3 s either way; alone, 7.0-7.9 s either way
         # (bench/ort_spinning.py, 2026-12-03). PP-OCR keeps ORT's default: its many small
         # recogniser calls ran 15% slower without spinning (20.4-21.3 s against 23.4-24.5 s).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return ort.InferenceSession(str(self.onnx_path), options, providers=["CPUExecutionProvider"])
+        options.add_session_config_entry(SPIN_WAIT_KEY, "0")
+        return ort.InferenceSession(str(self.exported()), options, providers=["CPUExecutionProvider"])
 
     @cached_property
     def _input_names(self) -> set[str]:
