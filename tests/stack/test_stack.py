@@ -241,7 +241,7 @@ def test_a_taken_port_is_a_clear_error_within_a_bounded_wait(stack_env, tmp_path
 
 def test_down_stops_exactly_what_up_started(stack_env, tmp_path):
     """A second stack (S3 only) on its own ports comes up and goes down without touching the
-    first, and leaves none of weed's Unix sockets in /tmp (a SIGKILLed weed leaves them)."""
+    first, and leaves none of weed's Unix sockets (a SIGKILLed weed leaves them) nor log files in /tmp."""
     from kb_dev.settings import StackSettings
     from kb_dev.stack.s3 import weed_sockets
 
@@ -255,5 +255,7 @@ def test_down_stops_exactly_what_up_started(stack_env, tmp_path):
     assert kb(env, "down").returncode == 0
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
     assert not [p for p in sockets if p.exists()]
+    assert not list(Path("/tmp").glob(f"weed.*.{pid}")), "weed wrote its log into /tmp, outside the stack's folder"
+    assert (tmp_path / "second" / "logs" / "s3.log").read_text().strip(), "weed's log is not in the stack's folder"
     assert kb(env, "status").returncode == 1
     assert kb(stack_env, "status").returncode == 0  # the first stack is still up

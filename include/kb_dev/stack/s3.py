@@ -158,7 +158,9 @@ def start(s: StackSettings, secrets_: dict[str, str]) -> None:
     config_dir = write_weed_security(s)
     write_weed_master_config(config_dir)
     cmd = [
-        weed_binary(), f"-config_dir={config_dir}", "server", f"-ip={s.host}", f"-ip.bind={s.host}", f"-dir={data}",
+        # -logtostderr: weed's log goes to the part's log file only; by default glog also
+        # writes a copy of it into /tmp (weed.<host>.<user>.log.*), outside the stack's folder.
+        weed_binary(), "-logtostderr", f"-config_dir={config_dir}", "server", f"-ip={s.host}", f"-ip.bind={s.host}", f"-dir={data}",
         f"-master.port={s.weed_master_port}", f"-volume.port={s.weed_volume_port}",
         "-filer", f"-filer.port={s.weed_filer_port}",
         "-s3", f"-s3.port={s.s3_port}", f"-s3.config={config_path}",
