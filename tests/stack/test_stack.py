@@ -243,19 +243,21 @@ def test_down_stops_exactly_what_up_started(stack_env, tmp_path):
     """A second stack (S3 only) on its own ports comes up and goes down without touching the
     first, and leaves none of weed's Unix sockets (a SIGKILLed weed leaves them) nor log files in /tmp."""
     from kb_dev.settings import StackSettings
-    from kb_dev.stack.s3 import weed_sockets
+    from kb_dev.stack.process import log_path
+    from kb_dev.stack.s3 import PART, weed_sockets
 
     env = dict(stack_env, KB_STATE_DIR=str(tmp_path / "second"))
     env.update({f"KB_{k.upper()}": str(v) for k, v in weed_port_set().items()})
     assert kb(env, "up", "--no-airflow").returncode == 0
     pid = json.loads(kb(env, "status", "--json").stdout)["s3"]["pid"]
     assert pid
-    sockets = weed_sockets(StackSettings.from_env(env))
+    settings = StackSettings.from_env(env)
+    sockets = weed_sockets(settings)
     assert sockets[0].exists(), f"weed's master made no {sockets[0]}: the names have changed"
     assert kb(env, "down").returncode == 0
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
     assert not [p for p in sockets if p.exists()]
     assert not list(Path("/tmp").glob(f"weed.*.{pid}")), "weed wrote its log into /tmp, outside the stack's folder"
-    assert (tmp_path / "second" / "logs" / "s3.log").read_text().strip(), "weed's log is not in the stack's folder"
+    assert log_path(settings, PART).read_text().strip(), "weed's log is not in the stack's folder"
     assert kb(env, "status").returncode == 1
     assert kb(stack_env, "status").returncode == 0  # the first stack is still up
