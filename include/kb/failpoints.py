@@ -6,7 +6,9 @@ names; the first process that reaches the place claims the file (an atomic renam
 see that it did. Without ``KB_FAILPOINTS_DIR`` (production) a check is one environment
 lookup. Faults that come from outside (a killed service, a stopped S3 server) need no
 failpoint; these cover the ones a test cannot cause from outside at the right moment:
-a vector store write that fails half-way, a task process killed between two writes.
+a vector store write that fails half-way, a task process killed between two writes, and an
+index task held before its reads until the test has stopped S3 (index reads S3 only at its
+start, so a test that stops S3 when it sees the task running can come after the last read).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ ENV = "KB_FAILPOINTS_DIR"
 
 QDRANT_UPSERT = "qdrant.upsert"  # {"after_points": n}: write n points, then the write fails
 INDEX_AFTER_UPSERT = "index.after-upsert"  # {}: SIGKILL the task process after a document's upsert
+INDEX_HOLD = "index.hold"  # {"max_s": n}: the index task waits, before it reads anything, for release()
 
 
 def claim(name: str) -> dict[str, Any] | None:
@@ -54,3 +58,20 @@ def fired(folder: Path, name: str) -> list[Path]:
 def kill_this_process() -> None:
     """What a SIGKILL from the kernel's OOM killer or an operator does: no cleanup at all."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hold(name: str) -> None:
+    """Where ``name`` is armed, wait here until the test releases it (``release``), or
+    ``max_s`` (default 300) has passed: a test that never releases delays, never wedges, a task."""
+    args = claim(name)
+    if args is None:
+        return
+    released = Path(os.environ[ENV]) / f"{name}.released"
+    deadline = time.monotonic() + float(args.get("max_s", 300))
+    while not released.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def release(folder: Path, name: str) -> None:
+    """Let the process held at ``name`` go on (what tests call)."""
+    (folder / f"{name}.released").touch()

@@ -173,6 +173,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
     """
     from kb.vectorstore import VectorStore
 
+    failpoints.hold(failpoints.INDEX_HOLD)  # a test's fault: S3 is stopped while this task is held
     s = ctx.settings
     embedder = make_embedder(s)
     results: list[DocumentResult] = []
