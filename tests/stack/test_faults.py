@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import closing
+from typing import Callable
 
 import httpx
 import pytest
@@ -105,22 +106,26 @@ def _ocr_requests_in_flight(stack: FaultStack) -> float:
                if line.startswith("ocr_requests_in_flight "))
 
 
+def _until(done: Callable[[], bool], timeout_s: float, every_s: float, failure: str) -> None:
+    """Back once ``done()``, asked every ``every_s``; fails with ``failure`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, failure
+        time.sleep(every_s)
+
+
 def _until_ocr_is_reading(stack: FaultStack, timeout_s: float = 120) -> None:
     """Back once the OCR service is answering a request, so a kill drops that request."""
-    deadline = time.monotonic() + timeout_s
-    while _ocr_requests_in_flight(stack) < 1:
-        assert time.monotonic() < deadline, f"no OCR request was in flight within {timeout_s:.0f}s"
-        time.sleep(0.1)
+    _until(lambda: _ocr_requests_in_flight(stack) >= 1, timeout_s, 0.1,
+           f"no OCR request was in flight within {timeout_s:.0f}s")
 
 
 def _until_no_try_is_running(stack: FaultStack, run_id: str, task: str, timeout_s: float = 300) -> None:
     """Back once no try of ``task`` runs in ``run_id``: with S3 down, the task has met the outage
     (a try failed, or it recorded its documents' failures) instead of missing it. With a fixed
     10 s downtime, index was seen to finish its only try and the run to succeed: it never met it."""
-    deadline = time.monotonic() + timeout_s
-    while stack.task_states(run_id).get(task, {}).get("running", 0):
-        assert time.monotonic() < deadline, f"{task} still running {timeout_s:.0f}s into the S3 outage"
-        time.sleep(0.3)
+    _until(lambda: not stack.task_states(run_id).get(task, {}).get("running", 0), timeout_s, 0.3,
+           f"{task} still running {timeout_s:.0f}s into the S3 outage")
 
 
 def _failed_a_try(stack: FaultStack, run_id: str, task: str) -> None:
@@ -189,10 +194,8 @@ def test_ocr_service_killed_mid_run_and_back_30s_later_loses_nothing(stack, clea
 
 def _until_held(stack: FaultStack, name: str, timeout_s: float = 120) -> None:
     """Back once a task process has claimed the hold failpoint ``name`` and waits in it."""
-    deadline = time.monotonic() + timeout_s
-    while not failpoints.fired(stack.failpoints, name):
-        assert time.monotonic() < deadline, f"no task reached the failpoint {name} within {timeout_s:.0f}s"
-        time.sleep(0.2)
+    _until(lambda: bool(failpoints.fired(stack.failpoints, name)), timeout_s, 0.2,
+           f"no task reached the failpoint {name} within {timeout_s:.0f}s")
 
 
 def test_s3_server_stopped_during_extract_and_during_index_loses_nothing(stack, clean):
