@@ -116,6 +116,19 @@ def test_every_airflow_service_and_the_local_stack_look_for_a_finished_task_each
     assert local[key] == "1"
 
 
+def test_tasks_of_compose_and_of_the_local_stack_wait_as_long_for_a_stalled_api_server(tmp_path):
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import airflow_local
+
+    local = airflow_local.env_for(StackSettings(state_dir=tmp_path, observe=False),
+                                  {"KB_S3_ACCESS_KEY": "a", "KB_S3_SECRET_KEY": "s", "KB_OCR_API_KEY": "o",
+                                   "KB_AIRFLOW_JWT_SECRET": "j"})
+    for key, value in airflow_local.EXECUTION_API_PATIENCE.items():
+        assert local[key] == value, key
+        for name in AIRFLOW_SERVICES:
+            assert compose()["services"][name]["environment"][key] == value, (name, key)
+
+
 def test_the_celery_workers_of_compose_and_of_the_distributed_stack_preload_the_task_libraries():
     """Each Celery worker imports kb_airflow.preload before it forks its pool; the distributed
     stack's test checks the running workers, this one that compose sets the same."""

@@ -3,13 +3,25 @@
 Uses the simple auth manager's token endpoint with the stack's generated password;
 the token is kept in memory only. httpx's errors end here: an API that does not answer is
 ``AirflowUnreachable``, a refusal ``AirflowApiError`` (404 and 409 as their own kinds).
+
+A slow or briefly stalled API server does not end a command. Under load (three stacks on two
+cores) one GET took longer than its 30 s timeout while the run it asked about went on fine, and
+``kb bench soak`` died of it. So a call that may be repeated without effect (a GET, a trigger
+with a run id chosen here, an answer checked against what the API recorded) is sent again on
+a timeout, a connection error or a 5xx, with backoff, until the command's own deadline
+(``within``), or ``retry_window_s`` where the command set none; each retry is reported through
+``on_retry``, and only a spent deadline raises.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -18,6 +30,16 @@ from kb_dev.errors import AirflowApiError, AirflowConflict, AirflowNotFound, Air
 TERMINAL = {"success", "failed"}
 # the API's refusals a caller may handle, by status; any other 4xx/5xx is AirflowApiError
 _REFUSALS = {404: AirflowNotFound, 409: AirflowConflict}
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)  # then 15 s between tries
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def new_run_id(prefix: str = "manual") -> str:
+    """A run id chosen by the client, so that a trigger sent twice makes one run."""
+    return f"{prefix}__{datetime.now(timezone.utc):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:8]}"
 
 
 @dataclass(frozen=True)
@@ -70,41 +92,86 @@ class RunProgress:
 
 
 class AirflowClient:
-    def __init__(self, base_url: str, username: str, password: str, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, username: str, password: str, timeout: float = 30.0,
+                 retry_window_s: float = 180.0, on_retry: Callable[[str], None] = _stderr) -> None:
         self.base_url = base_url.rstrip("/")
         self._username, self._password = username, password
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
         self._token: str | None = None
+        self.retry_window_s = retry_window_s
+        self.on_retry = on_retry
+        self._deadline: float | None = None  # time.monotonic(); set by ``within``
 
     def close(self) -> None:
         self._http.close()
+
+    @contextmanager
+    def within(self, seconds: float) -> Iterator[None]:
+        """The block is a command with its own deadline: a call inside it is retried until then
+        (never past an outer block's deadline), not for ``retry_window_s``."""
+        outer = self._deadline
+        ends = time.monotonic() + seconds
+        self._deadline = ends if outer is None else min(outer, ends)
+        try:
+            yield
+        finally:
+            self._deadline = outer
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             return self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise AirflowUnreachable(f"cannot reach Airflow at {self.base_url} ({type(exc).__name__}: {exc}); "
-                                     "is the stack up? (`kb status`)") from None
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise AirflowUnreachable(f"cannot reach Airflow at {self.base_url} ({reason}); is the stack up? (`kb status`)",
+                                     reason) from None
 
     def _auth(self) -> dict[str, str]:
         if self._token is None:
             resp = self._send("POST", "/auth/token", json={"username": self._username, "password": self._password})
+            if resp.status_code >= 500:
+                raise AirflowUnreachable(f"Airflow's token endpoint answered HTTP {resp.status_code}",
+                                         f"HTTP {resp.status_code}")
             if resp.status_code not in (200, 201):
                 raise AirflowApiError(f"Airflow refused the stack's credentials (HTTP {resp.status_code})")
             self._token = resp.json()["access_token"]
         return {"Authorization": f"Bearer {self._token}"}
 
-    def _request(self, method: str, path: str, retries: int = 4, **kwargs: Any) -> Any:
-        for attempt in range(retries + 1):
+    def _once(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        resp = self._send(method, path, headers=self._auth(), **kwargs)
+        if resp.status_code == 401:  # the token expired: get a new one once
+            self._token = None
             resp = self._send(method, path, headers=self._auth(), **kwargs)
-            if resp.status_code == 401:  # the token expired: get a new one once
-                self._token = None
-                resp = self._send(method, path, headers=self._auth(), **kwargs)
-            # On SQLite a write can time out while the scheduler holds the lock; the API
-            # answers 500 and rolled the transaction back, so trying again is safe.
-            if resp.status_code < 500 or attempt == retries:
+        return resp
+
+    def _request(self, method: str, path: str, *, repeatable: bool | None = None, **kwargs: Any) -> Any:
+        """One API call. A 5xx is sent again whatever the method: on SQLite a write times out
+        while the scheduler holds the lock, and the API answers 500 having rolled it back. A call
+        that got no answer is sent again only if ``repeatable`` (default: a GET), since the first
+        may have landed."""
+        repeatable = method == "GET" if repeatable is None else repeatable
+        stop_at = self._deadline if self._deadline is not None else time.monotonic() + self.retry_window_s
+        tries = 0
+        while True:
+            try:
+                resp = self._once(method, path, **kwargs)
+                failure = f"HTTP {resp.status_code}" if resp.status_code >= 500 else None
+            except AirflowUnreachable as exc:
+                if not repeatable:
+                    raise
+                failure, resp = exc.reason, None
+            if failure is None:
                 break
-            time.sleep(min(2 ** attempt, 8))
+            pause = BACKOFF_S[min(tries, len(BACKOFF_S) - 1)]
+            left = stop_at - time.monotonic()
+            if left < pause:
+                if resp is not None:
+                    break  # the 5xx is the answer
+                raise AirflowUnreachable(f"cannot reach Airflow at {self.base_url}: {method} {path} got no answer "
+                                         f"after {tries + 1} tries ({failure}); is the stack up? (`kb status`)")
+            tries += 1
+            self.on_retry(f"Airflow's API: {method} {path.split('?')[0]} got {failure}; "
+                          f"retrying in {pause:.0f} s, try {tries + 1}, {left:.0f} s left")
+            time.sleep(pause)
         if resp.status_code >= 400:
             error = _REFUSALS.get(resp.status_code, AirflowApiError)
             raise error(f"{method} {path} answered HTTP {resp.status_code}: {resp.text[:300]}")
@@ -142,8 +209,16 @@ class AirflowClient:
                 time.sleep(1.0)
 
     def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
-        body = {"logical_date": None, "conf": conf or {}}
-        return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body)["dag_run_id"]
+        """Start a run with a run id chosen here, so a trigger sent again after a lost answer
+        finds its own run (409) instead of starting a second one."""
+        run_id, conf = new_run_id(), conf or {}
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
+        try:
+            return self._request("POST", f"/api/v2/dags/{dag_id}/dagRuns", json=body, repeatable=True)["dag_run_id"]
+        except AirflowConflict:
+            if (self.dag_run(dag_id, run_id).get("conf") or {}) != conf:
+                raise
+            return run_id
 
     def dag_runs(self, dag_id: str, limit: int = 100) -> list[dict[str, Any]]:
         """The DAG's runs, newest first (run_id, run_type, state, ...)."""
@@ -173,10 +248,19 @@ class AirflowClient:
 
     def respond(self, request: HitlRequest, chosen: list[str], params_input: dict[str, Any] | None = None) -> HitlResponse:
         """Answer a waiting human-in-the-loop task as the REST user. AirflowConflict: it was
-        answered already; AirflowApiError (400): an option or a param it does not take."""
+        answered already (by someone else: an answer of ours that got lost and was sent again
+        is recognised and returned); AirflowApiError (400): an option or a param it does not take."""
         body = {"chosen_options": chosen, "params_input": params_input or {}}
-        data = self._request("PATCH", f"/api/v2/dags/{request.dag_id}/dagRuns/{request.run_id}/taskInstances/"
-                                      f"{request.task_id}/{request.map_index}/hitlDetails", json=body)
+        path = (f"/api/v2/dags/{request.dag_id}/dagRuns/{request.run_id}/taskInstances/"
+                f"{request.task_id}/{request.map_index}/hitlDetails")
+        try:
+            data = self._request("PATCH", path, json=body, repeatable=True)
+        except AirflowConflict:
+            data = self._request("GET", path)
+            by = data.get("responded_by") or {}
+            if not (list(data.get("chosen_options") or []) == chosen and (by.get("name") or by.get("id")) == self._username
+                    and dict(data.get("params_input") or {}) == body["params_input"]):
+                raise
         by = data["responded_by"]
         return HitlResponse(responded_by=by.get("name") or by.get("id"), responded_at=data["responded_at"],
                             chosen_options=list(data["chosen_options"]), params_input=dict(data.get("params_input") or {}))
@@ -210,17 +294,18 @@ class AirflowClient:
     ) -> RunProgress:
         deadline = time.monotonic() + timeout_s
         last = ""
-        while True:
-            progress = self.progress(dag_id, run_id)
-            line = progress.line()
-            if line != last:
-                echo(line)
-                last = line
-            if progress.state in TERMINAL:
-                return progress
-            if time.monotonic() > deadline:
-                raise AirflowApiError(f"run {run_id} still {progress.state} after {timeout_s:.0f}s")
-            time.sleep(poll_s)
+        with self.within(timeout_s):
+            while True:
+                progress = self.progress(dag_id, run_id)
+                line = progress.line()
+                if line != last:
+                    echo(line)
+                    last = line
+                if progress.state in TERMINAL:
+                    return progress
+                if time.monotonic() > deadline:
+                    raise AirflowApiError(f"run {run_id} still {progress.state} after {timeout_s:.0f}s")
+                time.sleep(poll_s)
 
 
 @dataclass
@@ -232,14 +317,16 @@ class RunOutcome:
 
 def run_and_wait(client: AirflowClient, dag_id: str, conf: dict[str, Any], timeout_s: float,
                  echo: Callable[[str], None] = print, poll_s: float = 1.0) -> RunOutcome:
-    """Trigger ``dag_id`` with ``conf``, show its progress until it ends, return its summary."""
-    client.wait_for_dag(dag_id)
-    run_id = client.trigger(dag_id, conf)
-    echo(f"triggered {dag_id} run {run_id}")
-    progress = client.follow(dag_id, run_id, timeout_s=timeout_s, echo=echo, poll_s=poll_s)
-    summary = None
-    try:
-        summary = client.xcom(dag_id, run_id, "report")
-    except AirflowApiError:  # the report task skipped or failed before writing one
-        pass
+    """Trigger ``dag_id`` with ``conf``, show its progress until it ends, return its summary;
+    every call, retries included, within ``timeout_s``."""
+    with client.within(timeout_s):
+        client.wait_for_dag(dag_id)
+        run_id = client.trigger(dag_id, conf)
+        echo(f"triggered {dag_id} run {run_id}")
+        progress = client.follow(dag_id, run_id, timeout_s=timeout_s, echo=echo, poll_s=poll_s)
+        summary = None
+        try:
+            summary = client.xcom(dag_id, run_id, "report")
+        except AirflowApiError:  # the report task skipped or failed before writing one
+            pass
     return RunOutcome(run_id, progress.state, summary)

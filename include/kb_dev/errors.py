@@ -27,9 +27,13 @@ class AirflowApiError(KbError):
 
 
 class AirflowUnreachable(AirflowApiError):
-    """The API did not answer at all (refused, reset, timed out)."""
+    """The API did not answer at all (refused, reset, timed out); ``reason`` names how."""
 
     code = "airflow_unreachable"
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class AirflowNotFound(AirflowApiError):

@@ -10,10 +10,14 @@ has the observability parts on, so the exporter and the StatsD bridge are held t
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 
+import psutil
 import pytest
 
-from tests.stack.kbcli import kb, stack_env, stack_up
+from tests.pdfs import make_pdf
+from tests.stack.kbcli import KB, REPO, kb, stack_env, stack_up
 
 pytestmark = [pytest.mark.own_stack]
 
@@ -46,3 +50,54 @@ def test_soak_for_two_minutes_processes_every_upload_without_errors_or_growth(so
         # grows with the series it keeps.
         if p["part"] not in ("s3", "prometheus", "alertmanager"):
             assert p["rss_growth_pct"] < 10, p
+
+
+def _api_server_processes(port: int) -> list[psutil.Process]:
+    """Every process listening on Airflow's API port (the server and any workers sharing its
+    socket), and their children."""
+    pids = {c.pid for c in psutil.net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid}
+    found = {pid: psutil.Process(pid) for pid in pids}
+    for pid in pids:
+        found.update({child.pid: child for child in found[pid].children(recursive=True)})
+    return list(found.values())
+
+
+def test_kb_ingest_wait_outlasts_a_stalled_airflow_api_server(soak_stack, tmp_path):
+    """The API server stops answering for 45 s (SIGSTOP) while `kb ingest --wait` follows a
+    run: the command says it is retrying, then prints the run's result and exits 0. A second
+    command whose own deadline ends inside the stall fails with the clear error, not later.
+    (This is what failed a clean clone's soak: one GET timed out under load.)"""
+    doc = tmp_path / "stalled.pdf"
+    doc.write_bytes(make_pdf(["A pump that outlasts a stalled scheduler API: the seal holds for 2,000 hours."]))
+    processes = None
+    follower = subprocess.Popen([KB, "ingest", str(doc), "--prefix", "stall", "--wait", "--timeout", "600"],
+                                env={**soak_stack, "PYTHONUNBUFFERED": "1"}, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        for line in follower.stdout:  # stall once the run is being followed
+            lines.append(line)
+            if line.startswith("triggered "):
+                break
+        processes = _api_server_processes(int(soak_stack["KB_AIRFLOW_PORT"]))
+        assert processes, "no process listens on Airflow's API port"
+        for p in processes:
+            p.suspend()
+        stalled_at = time.monotonic()
+        # a command with a 15 s deadline, started inside the stall, gives up with the clear error
+        short = subprocess.run([KB, "ingest", str(doc), "--prefix", "stall-short", "--wait", "--timeout", "15"],
+                               env=soak_stack, cwd=REPO, capture_output=True, text=True, timeout=120)
+        short_s = time.monotonic() - stalled_at
+        time.sleep(max(0.0, 45 - (time.monotonic() - stalled_at)))
+    finally:
+        for p in processes or []:
+            p.resume()
+    out, _ = follower.communicate(timeout=600)
+    lines.append(out)
+    text = "".join(lines)
+    assert follower.returncode == 0, text[-3000:]
+    assert "retrying" in text, text[-3000:]
+    assert text.index("retrying") < text.rindex("[success]"), text[-3000:]
+    assert "stall/stalled.pdf: indexed" in text, text[-3000:]
+    assert short.returncode == 2 and "airflow_unreachable" in short.stderr, short.stdout + short.stderr
+    assert short_s < 45, f"the 15 s command took {short_s:.0f} s"

@@ -26,6 +26,16 @@ from kb_dev.stack.process import (alive, check_ports_free, cmdline, environment,
 from kb_dev.stack.secrets import read_secrets, write_private
 
 PART = "airflow"
+# How long a task waits for the Execution API (the API server) before it gives up. At Airflow's
+# defaults (5 s a request, 5 tries) a task fails when the API server answers nothing for about
+# 40 s, as it can on a loaded 2-core machine, or in a stall (tests/stack/test_soak.py stops it
+# for 45 s): the task's own work was fine. 30 s a request and 10 tries ride out minutes. Compose
+# sets the same (tests/test_deployment_files.py).
+EXECUTION_API_PATIENCE = {
+    "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+    "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
+    "AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MAX": "15",
+}
 LOCAL_EXECUTOR_ONLY = ("AIRFLOW__SCHEDULER__MP_START_METHOD", "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD")
 SCHEDULER_PART = "scheduler"  # one that restart_scheduler started beside standalone
 
@@ -77,6 +87,7 @@ def env_for(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
         # waited for a free worker (runs of a small document: 4.8-9.7 s, 5.3-6.0 s at 1 s).
         # The cost: a heartbeat a second per running task, instead of one per 5 s.
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+        **EXECUTION_API_PATIENCE,
         # The LocalExecutor's workers (and so every task process, a fork of one) start from a
         # forkserver that has imported the tasks' libraries once (kb_airflow/preload.py):
         # otherwise each task process imports them itself, 2 s of Great Expectations per index
