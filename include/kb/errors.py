@@ -158,7 +158,8 @@ class StoreWriteFailed(InfrastructureError):
 
 
 class StoreBusy(InfrastructureError):
-    """The local Qdrant store stayed locked by another process past the wait."""
+    """The embedded store's shard is held by another process (the search service's copies),
+    or none of those copies answered."""
 
     code = "store_busy"
 

@@ -6,7 +6,7 @@ names; the first process that reaches the place claims the file (an atomic renam
 see that it did. Without ``KB_FAILPOINTS_DIR`` (production) a check is one environment
 lookup. Faults that come from outside (a killed service, a stopped S3 server) need no
 failpoint; these cover the ones a test cannot cause from outside at the right moment:
-a vector store write that fails half-way, a task process killed between two writes, and an
+a vector store write that fails half-way, a task process killed between the write and its record, and an
 index task held before its reads until the test has stopped S3 (index reads S3 only at its
 start, so a test that stops S3 when it sees the task running can come after the last read).
 """
@@ -23,7 +23,7 @@ from typing import Any
 ENV = "KB_FAILPOINTS_DIR"
 
 QDRANT_UPSERT = "qdrant.upsert"  # {"after_points": n}: write n points, then the write fails
-INDEX_AFTER_UPSERT = "index.after-upsert"  # {}: SIGKILL the task process after a document's upsert
+INDEX_AFTER_UPSERT = "index.after-upsert"  # {}: SIGKILL the task process after a document's write, before its record
 INDEX_HOLD = "index.hold"  # {"max_s": n}: the index task waits, before it reads anything, for release()
 
 

@@ -1,5 +1,5 @@
 """What one chunk's point in the vector store holds: its id, its payload and the filters over
-the payload. The write side owns it (``kb.pipeline.index`` builds points, ``kb.vectorstore``
+the payload. The write side owns it (``kb.pipeline.index`` builds points, ``kb.store``
 stores them); the read side (``kb.retrieval``, ``kb.search``) imports it and copies nothing.
 
 No Qdrant here: an extract task imports the pipeline without paying for qdrant_client.

@@ -130,7 +130,7 @@ class Stores(Protocol):
 
 @dataclass
 class Retriever:
-    """Holds the embedder and the sparse encoder; ``stores`` gives a VectorStore per query
+    """Holds the embedder and the sparse encoder; ``stores`` gives a store reader per query
     batch (by default the store opened and closed each time; the search service passes
     its own long-lived one)."""
 
@@ -151,9 +151,9 @@ class Retriever:
     def _store(self) -> ContextManager[Any]:
         if self.stores is not None:
             return self.stores()
-        from kb.vectorstore import VectorStore
+        from kb.store import open_reader
 
-        return VectorStore.open(self.settings)
+        return open_reader(self.settings)
 
     def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None,
                     where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]:

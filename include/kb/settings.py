@@ -106,10 +106,12 @@ class PipelineSettings(BaseSettings):
     dense_languages: list[str] = Field(default_factory=lambda: ["en"])
     offlanguage_dense_weight: float = Field(0.5, ge=0, le=1)
 
-    qdrant_url: str | None = None  # a server; None uses local mode at qdrant_path
+    # A Qdrant server; None: the embedded store (Qdrant Edge) under <state dir>/store
+    qdrant_url: str | None = None
+    # where an older version kept qdrant-client's local-mode store (moved into the embedded
+    # store once, by `kb up` or `kb store migrate`)
     qdrant_path: Path | None = None
     qdrant_api_key: SecretStr | None = None
-    qdrant_lock_timeout_s: float = 300.0
     collection: str = "kb_chunks"
 
     # The ledger's database (SQLAlchemy URL): Postgres in its own database when distributed,
@@ -129,7 +131,14 @@ class PipelineSettings(BaseSettings):
 
     @property
     def resolved_qdrant_path(self) -> Path:
+        """Where qdrant-client's local mode kept the store before Qdrant Edge (what
+        ``kb store migrate`` reads)."""
         return self.qdrant_path or self.state_dir / "qdrant"
+
+    @property
+    def store_dir(self) -> Path:
+        """The embedded store: its write log and its Edge shards (``kb.store``)."""
+        return self.state_dir / "store"
 
     @property
     def resolved_ledger_url(self) -> str:
@@ -210,6 +219,40 @@ class AlertSettings(BaseSettings):
     webhook_timeout_s: float = 10.0
 
 
+class StoreSettings(BaseSettings):
+    """The embedded store (``KB_STORE_*``): Qdrant Edge shards and the log writers append to.
+    A Qdrant server (``KB_QDRANT_URL``) is configured on the server and ignores these."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_STORE_", extra="ignore")
+
+    # Copies of the shard the search service keeps, each in a process of its own. Building
+    # HNSW (``optimize``) holds its process for as long as it runs, so with two, one answers
+    # while the other builds; with one, queries wait for each build (minutes at a million).
+    replicas: int = Field(2, ge=1, le=4)
+    # A replica builds HNSW for new points once this many are in plain segments (a query
+    # scans those: ~2 ms per 20,000) and the other replica answers meanwhile.
+    optimize_min_points: int = Field(20_000, ge=1)
+    # HNSW and int8 quantization (the originals on disk rescore the candidates: exact scores)
+    quantize: bool = True
+    hnsw_m: int = Field(16, ge=4)
+    hnsw_ef_construct: int = Field(100, ge=8)
+    hnsw_ef: int = Field(128, ge=8)
+    oversampling: float = Field(2.0, ge=1)
+    full_scan_threshold_kb: int = Field(10_000, ge=1)
+    indexing_threshold_kb: int = Field(20_000, ge=1)
+    # Many segments rather than few: merging rebuilds the merged segments' graphs, so the
+    # optimizer merges only the smallest, up to segments of max_segment_kb.
+    segments: int = Field(8, ge=0)
+    max_segment_kb: int = Field(400_000, ge=1000)
+    search_threads: int | None = Field(None, ge=1)
+    # How often a replica looks for new log entries; how long a writer waits for one to be
+    # applied (searchable) before it goes on (the entry stays in the log: it is applied later).
+    poll_s: float = Field(0.1, gt=0)
+    visible_timeout_s: float = Field(10.0, ge=0)
+    # A query the chosen replica does not answer within this is asked of another.
+    replica_timeout_s: float = Field(2.0, gt=0)
+
+
 class SearchSettings(BaseSettings):
     """The search service (``KB_SEARCH_*``): where it listens, who may ask, its limits."""
 
@@ -237,9 +280,6 @@ class SearchSettings(BaseSettings):
     max_page_source_mb: float = Field(200, gt=0)
     page_renders: int = Field(1, ge=1)
     page_queue: int = Field(8, ge=0)
-    # Local mode: how often the store's change marker is looked at (a refresh is a copy
-    # of the store made under its lock, then opened; queries use the previous copy meanwhile).
-    refresh_interval_s: float = Field(0.5, gt=0)
     # ONNX Runtime threads per query: queries are short and arrive together, so one thread
     # each beats several threads fighting over two cores (4.0 vs 4.6 ms a query at 4 at once).
     embed_threads: int = Field(1, ge=1)

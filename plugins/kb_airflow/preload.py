@@ -41,14 +41,14 @@ import kb.pipeline.retention  # noqa: F401
 import kb.pipeline.sense  # noqa: F401
 import kb.quality.gate  # noqa: F401
 import kb.quality.measures  # noqa: F401
-import kb.vectorstore  # noqa: F401
+import kb.store.local  # noqa: F401  (the embedded store's writer: its log)
+import kb.store.server  # noqa: F401  (a Qdrant server's writer: qdrant-client)
 import kb_airflow.deadline  # noqa: F401
 import kb_airflow.hooks  # noqa: F401
 import kb_airflow.notifiers  # noqa: F401
 import kb_airflow.triggers  # noqa: F401  (the DAG file's schedule, parsed in every task process)
 import kb_airflow.usage  # noqa: F401
 import onnxruntime  # noqa: F401  (kb.embedding imports it when it loads the model)
-import portalocker  # noqa: F401  (Qdrant's local mode locks its folder with it)
 import tokenizers  # noqa: F401
 
 # Keep the cyclic garbage collector off what was just loaded (about 480,000 objects), as

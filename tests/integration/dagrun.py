@@ -38,8 +38,8 @@ def run_ingest(**conf: Any):
 def points_by_doc(key: str):
     from kb.ledger import doc_id_for
     from kb.settings import PipelineSettings
-    from kb.vectorstore import VectorStore
+    from kb.store import open_reader
 
     settings = PipelineSettings()
-    with VectorStore.open(settings) as vs:
+    with open_reader(settings) as vs:
         return vs.points(doc_id_for(settings.inbox_bucket, key))

@@ -1,4 +1,4 @@
-"""The pipeline's stages called directly (no Airflow), against the real S3 server and Qdrant local mode."""
+"""The pipeline's stages called directly (no Airflow), against the real S3 server and the embedded store (Qdrant Edge)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Ranges adapt: a range refused for a limit of ours is split down to single pages, a split
 is never undone, and only a page that fails alone is left out (real S3 server, real
-engine behind scripted limits, Qdrant local mode)."""
+engine behind scripted limits, the embedded store (Qdrant Edge))."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hybrid retrieval through the real pipeline: dag.test() ingestion, Qdrant local mode."""
+"""Hybrid retrieval through the real pipeline: dag.test() ingestion, the embedded store (Qdrant Edge)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,7 @@ def test_a_chinese_query_finds_its_chinese_chunk_and_a_rerun_keeps_sparse_vector
         points = {}
         for key in ("zh/规范.pdf", "en/pump.pdf"):
             for p in _points_with_vectors(key):
-                sv = p.vector["sparse"]
-                points[str(p.id)] = (list(sv.indices), list(sv.values))
+                points[p.id] = (list(p.sparse.indices), list(p.sparse.values))
         return points
 
     before = sparse_vectors()
@@ -61,10 +60,10 @@ def test_a_chinese_query_finds_its_chinese_chunk_and_a_rerun_keeps_sparse_vector
 
 def _points_with_vectors(key: str):
     from kb.ledger import doc_id_for
-    from kb.vectorstore import VectorStore
+    from kb.store import open_reader
 
     settings = PipelineSettings()
-    with VectorStore.open(settings) as vs:
+    with open_reader(settings) as vs:
         return vs.points(doc_id_for(settings.inbox_bucket, key), with_vectors=True)
 
 

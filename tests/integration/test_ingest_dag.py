@@ -1,4 +1,4 @@
-"""kb_ingest end to end on the real S3 server, Airflow's dag.test() and Qdrant local mode."""
+"""kb_ingest end to end on the real S3 server, Airflow's dag.test() and the embedded store (Qdrant Edge)."""
 
 from __future__ import annotations
 

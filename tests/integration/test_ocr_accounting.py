@@ -1,6 +1,6 @@
 """The run summary accounts for what OCR cost: a scanned document read by the real unlimited
 backend (a tiny random model) through sense, plan, extract, index and report (real S3 server,
-Qdrant local mode)."""
+the embedded store (Qdrant Edge))."""
 
 from __future__ import annotations
 

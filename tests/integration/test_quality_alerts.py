@@ -1,5 +1,5 @@
 """Data-quality gates end to end: kb_ingest with dag.test() against the real S3 server,
-Qdrant local mode, a real SMTP server and a real webhook receiver, both on loopback.
+the embedded store (Qdrant Edge), a real SMTP server and a real webhook receiver, both on loopback.
 
 Faults are injected where a broken OCR engine would leave them: in the stored page
 results of the new version (extraction reuses a stored result for the same content).

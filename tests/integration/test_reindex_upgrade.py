@@ -3,7 +3,7 @@
 The store is first built as an earlier version of the project left it: an older chunking
 version in the index signature, page results without the fields this version adds (page
 size, heading levels, table grids), points without boxes, and one chunk more than the new
-chunking makes. Against the real S3 server and Qdrant local mode."""
+chunking makes. Against the real S3 server and the embedded store (Qdrant Edge)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from kb.pipeline import signature
 from kb.pipeline.extract import engine_extractor, extract
 from kb.pipeline.index import index_batch
 from kb.pipeline.sense import sense
-from kb.sparse import SparseVector
 from kb.points import point_id
-from kb.vectorstore import VectorStore
+from kb.store import open_reader
 from tests.integration.stages import context, plan_run
 from tests.pdfs import guide_pdf, scanned_copy
 
@@ -45,17 +44,15 @@ def as_an_earlier_version_left_it(ctx) -> None:
                 for name in NEW_BLOCK_FIELDS:
                     block.pop(name, None)
         ctx.store.put_json(ctx.artifacts, obj.key, result)
-    with VectorStore.open(ctx.settings) as vs:
+    with open_reader(ctx.settings) as vs:  # the embedded store in this process (no service runs here)
         points = vs.points(with_vectors=True)
-        for p in points:
-            payload = {k: v for k, v in p.payload.items() if k not in ("boxes", "kind")}
-            vs.client.overwrite_payload(vs.collection, payload, points=[p.id])
+        old = [{k: v for k, v in p.payload.items() if k not in ("boxes", "kind")} for p in points]
+        vs.upsert([p.id for p in points], np.asarray([p.dense for p in points], dtype=np.float32),
+                  [p.sparse for p in points], old)
         one = points[0]
         stale = point_id(one.payload["doc_id"], one.payload["sha256"], 999)
-        sparse = one.vector["sparse"]
-        vs.upsert([stale], np.asarray([one.vector["dense"]], dtype=np.float32),
-                  [SparseVector(list(sparse.indices), list(sparse.values))],
-                  [{**{k: v for k, v in one.payload.items() if k not in ("boxes", "kind")}, "chunk_index": 999}])
+        vs.upsert([stale], np.asarray([one.dense], dtype=np.float32), [one.sparse],
+                  [{**old[0], "chunk_index": 999}])
 
 
 def test_an_upgrade_re_chunks_every_document_once_and_reads_no_page_again(kb_env, monkeypatch):
@@ -83,7 +80,7 @@ def test_an_upgrade_re_chunks_every_document_once_and_reads_no_page_again(kb_env
     planned, results = run(ctx, "run-upgrade", counting)
     assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
     assert reads == [], "page results were read again instead of reused"
-    with VectorStore.open(ctx.settings) as vs:
+    with open_reader(ctx.settings) as vs:
         points = vs.points()
     # exactly the new point ids remain: the old chunking made more chunks of the same bytes,
     # and those with higher indexes must not survive beside the new ones

@@ -1,5 +1,5 @@
 """Retention and the retire guard end to end: kb_ingest with dag.test() against the real S3
-server (weed), Qdrant local mode, and a real webhook receiver on loopback."""
+server (weed), the embedded store (Qdrant Edge), and a real webhook receiver on loopback."""
 
 from __future__ import annotations
 

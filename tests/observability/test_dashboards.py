@@ -35,7 +35,7 @@ OCR_SERVICE = {
 }
 SEARCH_SERVICE = {
     "kb_search_requests_total", "kb_search_query_seconds_bucket", "kb_search_query_seconds_sum",
-    "kb_search_query_seconds_count", "kb_search_errors_total", "kb_search_store_age_seconds",
+    "kb_search_query_seconds_count", "kb_search_errors_total", "kb_search_store_lag_rows",
 }
 EXPORTER = {
     "kb_pipeline_documents_total", "kb_pipeline_quarantined_total", "kb_pipeline_pages_total",

@@ -21,9 +21,9 @@ from kb.objectstore import ObjectStore
 from kb.settings import PipelineSettings
 from kb_dev.settings import StackSettings
 from kb_airflow.names import INGEST_DAG_ID
+from kb_dev.stack import search
 from kb_dev.stack.topology import airflow_client
 from kb.points import point_id
-from kb.vectorstore import VectorStore
 from tests.stack.kbcli import kb
 
 INBOX, ARTIFACTS = "inbox", "kb-artifacts"
@@ -136,10 +136,15 @@ class FaultStack:
     # --- end state ----------------------------------------------------------------------
 
     def chunks(self, key: str) -> list[Chunk]:
-        """The document's points in Qdrant, by chunk index."""
-        with VectorStore.open(self.pipeline) as vs:
-            records = vs.points(doc_id_for(INBOX, key))
-        return sorted((Chunk(str(r.id), r.payload["sha256"], r.payload["chunk_index"], r.payload["text"])
+        """The document's points in the store, by chunk index, as the search service reads them
+        (its copies hold the store's shards)."""
+        client = search.client(self.settings)
+        assert client is not None, "the stack's search service is not running"
+        try:
+            records = client.chunks(doc_id_for(INBOX, key))
+        finally:
+            client.close()
+        return sorted((Chunk(r["id"], r["payload"]["sha256"], r["payload"]["chunk_index"], r["payload"]["text"])
                        for r in records), key=lambda c: (c.sha256, c.chunk_index))
 
     def ledger(self, key: str) -> LedgerEntry | None:

@@ -29,7 +29,7 @@ from kb.ledger import LedgerEntry, Status, doc_id_for
 from kb.points import point_id
 from kb.ledger_db import Ledger
 from kb.settings import PipelineSettings
-from kb.vectorstore import VectorStore
+from kb.store import open_reader
 from kb_airflow.names import INGEST_DAG_ID, OCR_POOL, OCR_QUEUE
 from kb_dev import pools
 from kb_dev.samples import prose_pages, write_pdf, write_scanned_pdf
@@ -66,10 +66,10 @@ def documents(tmp_path_factory) -> Path:
 
 
 def _point_ids(state: Path, prefix: str) -> list[str]:
-    """The ids of the points of documents under ``prefix`` (the store's lock is held only
-    while it is read, so a running stack can be read too)."""
-    with VectorStore.open(PipelineSettings(state_dir=state)) as vs:
-        return sorted(str(p.id) for p in vs.points() if p.payload["key"].startswith(prefix))
+    """The ids of the points of documents under ``prefix``, read in this process once the stack
+    is down (its search service held the store's copies)."""
+    with open_reader(PipelineSettings(state_dir=state)) as vs:
+        return sorted(p.id for p in vs.points() if p.payload["key"].startswith(prefix))
 
 
 @dataclass
@@ -118,7 +118,7 @@ def distributed(documents, embed_cache) -> DistributedRun:
                     KB_WATCH_INBOX="true", KB_WATCH_INTERVAL_S="2", KB_EMBED_CACHE_DIR=str(embed_cache))
     s = StackSettings.from_env(env)
     # the state folder goes in the end, also when the stack failed to start; `kb down` (which
-    # also stops what a failed `up` started) makes the search service let go of the Qdrant store first
+    # also stops what a failed `up` started) makes the search service let go of the store first
     try:
         with stack_up(env, "--distributed", timeout=900):
             status = json.loads(kb(env, "status", "--json").stdout)

@@ -55,7 +55,7 @@ def test_status_reports_every_part_healthy(stack_env):
     assert status["airflow"]["healthy"]
     assert status["ocr"]["healthy"]
     assert set(status["airflow"]["components"]) >= {"scheduler", "dag_processor", "triggerer", "metadatabase"}
-    assert status["qdrant"]["prepared"]
+    assert status["store"]["prepared"] and status["store"]["mode"] == "embedded"
     secrets = (Path(stack_env["KB_STATE_DIR"]) / "secrets.env")
     assert secrets.stat().st_mode & 0o077 == 0, "the secrets file must be private"
 

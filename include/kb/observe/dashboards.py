@@ -212,10 +212,11 @@ def _serving_rows() -> tuple[RowSpec, ...]:
                Query("kb_search:requests_5xx_share:rate5m", "5xx / all"),
                unit="percentunit", width=12,
                description="The recording rule KBSearchErrors watches (5 minutes)."),
-            _p("Search store age",
-               Query("max(kb_search_store_age_seconds)", "store age"),
-               unit="s", stat=True, width=12,
-               description="Seconds since the search service loaded its copy of the store."),
+            _p("Search store lag",
+               Query("max(kb_search_store_lag_rows)", "log rows not applied"),
+               stat=True, width=12,
+               description="Rows of the embedded store's write log that no copy has applied yet "
+                           "(0 when every write is searchable; a Qdrant server has no log)."),
         )),
         RowSpec("OCR service", (
             _p("OCR requests per second by route and status",

@@ -168,10 +168,11 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
 def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> list[DocumentResult]:
     """Index several documents: one embedder load and one opening of the vector store.
 
-    Embedding happens before the store is opened, so the local store's lock is held
-    only for the writes. One document's failure is recorded as its own.
+    Embedding happens before the store is opened. A document's new points and the removal
+    of its old ones are one write (``together``): a search sees one version or the other. One
+    document's failure is recorded as its own.
     """
-    from kb.vectorstore import VectorStore
+    from kb.store import open_writer
 
     failpoints.hold(failpoints.INDEX_HOLD)  # a test's fault: S3 is stopped while this task is held
     s = ctx.settings
@@ -197,7 +198,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
             results.append(fail(ctx, document.obj, entry, exc, run_id, document.sha256))
     if not prepared:
         return results
-    with VectorStore.open(s) as vs:
+    with open_writer(s) as vs:
         dimension = vs.dimension() or embedder.dimension
         for entry, p in prepared:
             started = time.perf_counter()
@@ -209,17 +210,18 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
                 continue
             try:
                 vs.ensure_collection(embedder.dimension)
-                vs.upsert(p.ids, p.vectors, p.sparse, p.payloads)
-                if failpoints.claim(failpoints.INDEX_AFTER_UPSERT) is not None:
-                    failpoints.kill_this_process()  # a test's fault: killed between the two writes
-                # Only after the new version is in: the old one's points go, and chunks an
-                # earlier chunking of the same content made beyond these, none left behind.
-                vs.delete_all_but(document.doc_id, p.ids)
+                with vs.together():
+                    vs.upsert(p.ids, p.vectors, p.sparse, p.payloads)
+                    # After the new version's points: the old one's go, and chunks an earlier
+                    # chunking of the same content made beyond these, none left behind.
+                    vs.delete_all_but(document.doc_id, p.ids)
             except Exception as exc:
                 log.exception("writing %s to the vector store failed", obj.key)
                 withdraw_partial_write(vs, document, entry)
                 results.append(fail(ctx, obj, entry, exc, run_id, document.sha256))
                 continue
+            if failpoints.claim(failpoints.INDEX_AFTER_UPSERT) is not None:
+                failpoints.kill_this_process()  # a test's fault: killed between the write and its record
             failed = p.loaded.failed
             record(
                 ctx, entry, obj, status=Status.INDEXED, sha256=document.sha256, run_id=run_id,
@@ -268,9 +270,9 @@ def retire(ctx: Context, doc_ids: list[str], run_id: str) -> int:
     """Documents gone from the bucket lose their points; the ledger keeps the record."""
     if not doc_ids:
         return 0
-    from kb.vectorstore import VectorStore
+    from kb.store import open_writer
 
-    with VectorStore.open(ctx.settings) as vs:
+    with open_writer(ctx.settings) as vs:
         for doc_id in doc_ids:
             vs.delete_document(doc_id)
     for doc_id in doc_ids:

@@ -14,20 +14,21 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import anyio
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kb.errors import StoreBusy
 from kb.points import SearchFilter
 from kb.retrieval import Retriever, mark_terms
 from kb.search import errors as E
 from kb.ledger_db import Ledger
 from kb.search.pages import PageNotFound, PageSourceTooLarge, render_png
-from kb.search.stores import open_reader
 from kb.search.ui import PAGE
 from kb.settings import PipelineSettings, S3Settings, SearchSettings
+from kb.store import service_reader
 from ocr_engine.service.http import answer_refusals_of_the_framework, around_requests
 
 log = logging.getLogger("kb.search")
@@ -49,8 +50,8 @@ class Metrics:
         self.latency = Histogram("kb_search_query_seconds", "Search latency by mode", ["mode"], registry=r,
                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
         self.errors = Counter("kb_search_errors", "Errors by code", ["code"], registry=r)
-        self.reloads = Gauge("kb_search_store_reloads", "Store copies loaded (local mode)", registry=r)
-        self.store_age = Gauge("kb_search_store_age_seconds", "Seconds since the store copy was loaded", registry=r)
+        self.store_lag = Gauge("kb_search_store_lag_rows",
+                               "Rows of the store's write log no copy has applied yet (embedded store)", registry=r)
 
 
 class FilterIn(BaseModel):
@@ -76,7 +77,7 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
         raise ValueError("no API key: set KB_SEARCH_API_KEY (or KB_SEARCH_ALLOW_NO_AUTH=true for a closed network)")
     keys = [k.get_secret_value().encode() for k in settings.api_key]
     metrics = Metrics()
-    reader = open_reader(pipeline, settings.refresh_interval_s)
+    reader = service_reader(pipeline)
     retriever = Retriever(pipeline, stores=reader, embed_threads=settings.embed_threads)
     state: dict[str, Any] = {"ready": False}
 
@@ -107,7 +108,7 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
     async def lifespan(app: FastAPI):
         started = time.perf_counter()
         await anyio.to_thread.run_sync(retriever.embedder.embed, ["warm-up"])  # loads (or exports) the model
-        await anyio.to_thread.run_sync(reader.start)
+        reader.start()  # here, not in a worker thread: the store's replicas die with the thread that starts them
         app.state.objects = s3_store()
         state["ready"] = True
         _log("ready", embedder=retriever.embedder.model_id, seconds=round(time.perf_counter() - started, 2))
@@ -137,6 +138,10 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
         field = ".".join(p for p in loc if not p.isdigit()) or None
         message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
         return error_response(request, 422, "invalid_request", message, field=field)
+
+    @app.exception_handler(StoreBusy)
+    async def _store_busy(request: Request, exc: StoreBusy):  # no copy of the store answered in time
+        return error_response(request, 503, exc.code, exc.message, {"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception):
@@ -180,9 +185,7 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
 
     @app.get("/metrics")
     async def prometheus():
-        metrics.reloads.set(reader.reloads)
-        if getattr(reader, "loaded_at", None):
-            metrics.store_age.set(time.time() - reader.loaded_at)
+        metrics.store_lag.set(reader.lag())
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/search")
@@ -208,6 +211,20 @@ def create_app(settings: SearchSettings | None = None, pipeline: PipelineSetting
             _log("query", request_id=request.state.request_id, query=body.query, mode=body.mode, hits=len(hits))
         # plain JSON: FastAPI's encoder would walk every hit again for nothing (~2 ms a query)
         return JSONResponse({"hits": hits, "took_ms": round(seconds * 1000, 2)})
+
+    @app.get("/v1/documents/{doc_id}/chunks")
+    async def document_chunks(doc_id: str = Path(max_length=128)):
+        """The document's indexed chunks (id and payload, by chunk index): what is searchable of it."""
+        def read() -> list[dict[str, Any]]:
+            with reader() as vs:
+                points = vs.points(doc_id)
+            return sorted(({"id": pt.id, "payload": pt.payload} for pt in points),
+                          key=lambda c: (c["payload"].get("sha256", ""), c["payload"].get("chunk_index", 0)))
+
+        chunks = await anyio.to_thread.run_sync(read)
+        if not chunks:
+            raise E.NotFound(f"no document {doc_id} is indexed", code="unknown_document")
+        return JSONResponse({"doc_id": doc_id, "chunks": chunks})
 
     def chunk_boxes(doc_id: str, page: int, version: str | None, chunk: str) -> tuple[str | None, list]:
         """The version a chunk was cut from and its boxes on ``page``; 404 unless the chunk is

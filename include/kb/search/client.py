@@ -15,6 +15,10 @@ from kb.points import SearchFilter
 class SearchServiceError(KbError):
     code = "search_service_error"
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 @dataclass
 class SearchClient:
@@ -42,8 +46,20 @@ class SearchClient:
             body["mode"] = mode
         if where:
             body["filter"] = where.as_dict()
+        return self._ask("POST", "/v1/search", json=body)["hits"]
+
+    def chunks(self, doc_id: str) -> list[dict[str, Any]]:
+        """The document's indexed chunks (``{"id", "payload"}``), [] when none is indexed."""
         try:
-            resp = self._http.post("/v1/search", json=body)
+            return self._ask("GET", f"/v1/documents/{doc_id}/chunks")["chunks"]
+        except SearchServiceError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
+    def _ask(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            resp = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise SearchServiceError(f"the search service at {self.base_url} did not answer: {exc}") from None
         if resp.status_code != 200:
@@ -51,8 +67,9 @@ class SearchClient:
                 error = resp.json()["error"]
             except (ValueError, KeyError):
                 error = {"code": str(resp.status_code), "message": resp.text[:200]}
-            raise SearchServiceError(f"the search service answered {resp.status_code} {error['code']}: {error['message']}")
-        return resp.json()["hits"]
+            raise SearchServiceError(f"the search service answered {resp.status_code} {error['code']}: "
+                                     f"{error['message']}", status=resp.status_code)
+        return resp.json()
 
     def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None,
                     where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]:

@@ -2,7 +2,7 @@
 
 Both paths get the same born-digital corpus in the same run, so the ratio is fair
 on a shared, noisy machine. The direct script is PyMuPDF text, the same chunker,
-embedder and Qdrant writes, no Airflow; it runs as a fresh process (imports and the
+embedder and store writes (Qdrant Edge, in process), no Airflow; it runs as a fresh process (imports and the
 model load included), as the DAG's tasks do. The DAG path is timed from the trigger
 to the run's end as a user sees it.
 
@@ -45,8 +45,9 @@ def warm_then_time(warm_up: Callable[[], Any], timed: Callable[[], Any]) -> Time
     return Timed(warm_up_s=round(warmed - started, 2), seconds=time.perf_counter() - warmed, result=result)
 
 
-def direct(folder: Path, collection: str) -> dict[str, Any]:
-    """The no-Airflow path over every PDF in ``folder``; returns counts."""
+def direct(folder: Path, state_dir: str) -> dict[str, Any]:
+    """The no-Airflow path over every PDF in ``folder``, into an embedded store of its own in
+    ``state_dir``; returns counts."""
     import numpy as np
     import pymupdf
 
@@ -55,10 +56,10 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
     from kb.points import point_id
     from kb.settings import PipelineSettings
     from kb.sparse import SparseEncoder
-    from kb.vectorstore import VectorStore
+    from kb.store import open_reader
     from ocr_engine.backends.textlayer import extract_range
 
-    settings = PipelineSettings(collection=collection)
+    settings = PipelineSettings(state_dir=Path(state_dir))
     embedder = make_embedder(settings)
     encoder = SparseEncoder(settings.sparse_tokenizer)
     pages = 0
@@ -74,17 +75,18 @@ def direct(folder: Path, collection: str) -> dict[str, Any]:
         ids.extend(point_id(path.name, "direct", c.index) for c in pieces)
         payloads.extend({"doc_id": path.name, "key": path.name, "pages": c.pages, "text": c.text} for c in pieces)
         pages += len(results)
-    # One opening of the store, as the DAG's index task does: the direct path at its best.
-    with VectorStore.open(settings) as vs:
+    # One opening of an embedded store of its own, written in this process (the DAG's tasks
+    # append to the store's log, which the search service applies): the direct path at its best.
+    with open_reader(settings) as vs:
         vs.ensure_collection(embedder.dimension)
         vs.upsert(ids, np.concatenate(vectors), sparse, payloads)
     chunks = len(ids)
     return {"pages": pages, "chunks": chunks}
 
 
-def _direct_process(folder: Path, collection: str) -> dict[str, Any]:
+def _direct_process(folder: Path, state_dir: str) -> dict[str, Any]:
     """``direct`` over ``folder`` in a fresh process, as a task runs; its counts."""
-    done = subprocess.run([sys.executable, "-m", "kb_dev.bench.ingest", "direct", str(folder), collection],
+    done = subprocess.run([sys.executable, "-m", "kb_dev.bench.ingest", "direct", str(folder), state_dir],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"the direct script failed:\n{done.stderr[-2000:]}")
@@ -96,14 +98,14 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
     from kb.settings import PipelineSettings
     from kb_dev.settings import StackSettings
     from kb_dev.stack.topology import run_ingest
-    from kb.vectorstore import VectorStore
 
     settings = PipelineSettings()
     stack_settings = StackSettings()
     store = ObjectStore.from_settings()
     stamp = time.strftime("%Y%m%dT%H%M%S")
     prefix = f"bench/{stamp}/"
-    direct_collection = f"{settings.collection}_bench_direct"
+    direct_store = tempfile.TemporaryDirectory(prefix="kb-bench-direct-")
+    direct_state = direct_store.name
     uploaded: list[str] = []
 
     def ingest(where: str, files: list[Path]):
@@ -126,8 +128,8 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
         warm_files = write_prose_documents(warm_folder, documents=1, pages_per_document=pages, seed=WARM_UP_SEED)
         total_pages = documents * pages
 
-        direct = warm_then_time(lambda: _direct_process(warm_folder, direct_collection),
-                                lambda: _direct_process(folder, direct_collection))
+        direct = warm_then_time(lambda: _direct_process(warm_folder, direct_state),
+                                lambda: _direct_process(folder, direct_state))
         dag = warm_then_time(lambda: dag_warm_up(warm_files), lambda: ingest(prefix + "timed/", files))
         result, direct_counts = dag.result, direct.result
         summary = result.summary or {}
@@ -141,8 +143,7 @@ def bench_ingest(documents: int = 10, pages: int = 20, timeout_s: float = 1800.0
     for key in uploaded:
         store.remove(settings.inbox_bucket, key)
     cleanup = run_ingest(stack_settings, {"prefix": prefix, "force": True}, timeout_s, echo=lambda _l: None)
-    with VectorStore.open(settings) as vs:
-        vs.client.delete_collection(direct_collection)
+    direct_store.cleanup()
 
     direct_s, dag_s = direct.seconds, dag.seconds
     out = {

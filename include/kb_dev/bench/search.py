@@ -5,10 +5,11 @@ the two embedder runtimes side by side, all in one run on the running stack.
 2. The same while an index task writes to the store (a kb_ingest run over generated
    documents, which are removed again afterwards): p50, p99, errors.
 3. ``kb search`` as a fresh process, five times: wall seconds.
-4. Embedding throughput over the same chunks (read from the store): ONNX Runtime and
-   torch in this process, chunks per second, and the cosine between their vectors.
-5. Recall@5 and MRR of ``include/eval/qa.jsonl`` through the service (ONNX queries) and in
-   process with torch queries, when the eval documents are indexed.
+4. Recall@5 and MRR of ``include/eval/qa.jsonl`` through the service (ONNX queries).
+5. With the search service stopped a moment (its copies hold the store): embedding
+   throughput over the same chunks (read from the store), ONNX Runtime and torch in this
+   process, chunks per second and the cosine between their vectors; recall@5 again in
+   process with torch queries. The service is started again after.
 """
 
 from __future__ import annotations
@@ -121,15 +122,25 @@ def bench_search(queries: int = 200, concurrency: int = 4, timeout_s: float = 18
         walls.append(time.perf_counter() - started)
     out["cli"] = {"runs": len(walls), "median_s": round(statistics.median(walls), 3), "max_s": round(max(walls), 3)}
 
-    echo("4/5 embedding throughput, ONNX Runtime and torch, same chunks ...")
-    out["embedding"] = _embedding(settings)
-
-    echo("5/5 recall@5 on include/eval/qa.jsonl ...")
-    from kb.retrieval import Retriever
-
-    torch_settings = settings.model_copy(update={"embed_backend": "torch"})
+    echo("4/5 recall@5 on include/eval/qa.jsonl through the service ...")
     service = evaluate(client, questions, top_k=5, modes=("hybrid",))["modes"]["hybrid"]["groups"]
-    torch_queries = evaluate(Retriever(torch_settings), questions, top_k=5, modes=("hybrid",))["modes"]["hybrid"]["groups"]
+    client.close()
+
+    # The service's store copies hold the store; for the in-process readers below it stops a
+    # moment, and starts again after them.
+    from kb.retrieval import Retriever
+    from kb_dev.stack import search as search_part
+    from kb_dev.stack.secrets import read_secrets
+
+    search_part.stop(stack)
+    try:
+        echo("5/5 embedding throughput (ONNX Runtime and torch, same chunks), recall with torch queries ...")
+        out["embedding"] = _embedding(settings)
+        torch_settings = settings.model_copy(update={"embed_backend": "torch"})
+        torch_queries = evaluate(Retriever(torch_settings), questions, top_k=5,
+                                 modes=("hybrid",))["modes"]["hybrid"]["groups"]
+    finally:
+        search_part.start(stack, read_secrets(stack.state_dir))
     out["recall"] = {"onnx_service": service, "torch_in_process": torch_queries}
     client.close()
     out["table"] = _table(out)
@@ -138,9 +149,9 @@ def bench_search(queries: int = 200, concurrency: int = 4, timeout_s: float = 18
 
 def _embedding(settings, limit: int = 2000) -> dict[str, Any]:
     from kb.embedding import Embedder, OnnxEmbedder
-    from kb.vectorstore import VectorStore
+    from kb.store import open_reader
 
-    with VectorStore.open(settings) as vs:
+    with open_reader(settings) as vs:
         texts = [p.payload["text"] for p in vs.points()[:limit]]
     onnx = OnnxEmbedder(settings.embed_model_dir, cache_dir=settings.resolved_embed_cache_dir,
                         batch_size=settings.embed_batch_size)

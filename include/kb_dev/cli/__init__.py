@@ -1,6 +1,6 @@
 """``kb``: run the local stack, ingest documents, search the knowledge base.
 
-One module per group of commands (``stack``, ``documents``, ``search``, ``bench``), each
+One module per group of commands (``stack``, ``documents``, ``search``, ``store``, ``bench``), each
 adding its subcommands to the parser. Errors reach the user as ``kb: error [code]: ...``:
 every library and workbench call raises ``KbError`` at its own boundary, so nothing else
 is mapped here.
@@ -13,13 +13,13 @@ import logging
 import sys
 
 from kb.errors import KbError
-from kb_dev.cli import bench, documents, search, stack
+from kb_dev.cli import bench, documents, search, stack, store
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kb", description="run the local stack, ingest documents, search the knowledge base")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (stack, documents, search, bench):
+    for group in (stack, documents, search, store, bench):
         group.add_commands(sub)
     return parser
 

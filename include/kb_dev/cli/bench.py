@@ -46,6 +46,15 @@ def cmd_structure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scale(args: argparse.Namespace) -> int:
+    from kb_dev.bench.scale import bench_scale
+
+    result = bench_scale(args.chunks, Path(args.dest), queries=args.queries, before_max=args.before_max,
+                         rebuild=args.rebuild)
+    _report(args, result, result["table"])
+    return 0
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from kb_dev.bench.search import bench_search
 
@@ -116,6 +125,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                         "chunks without their header row, chunks with boxes, OCR CER with spaces "
                                         "against Tesseract")
     b.add_argument("--dest", default=".kb/corpus", help="where the corpus is fetched to (kept between runs)")
+    b = add("scale", cmd_scale, "the embedded store at realistic sizes as the search service runs it: one "
+                                "document's write and the time until searchable, hybrid p50/p99 with and "
+                                "without a folder filter, replica RSS, HNSW recall@10; local mode beside it")
+    b.add_argument("--chunks", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    b.add_argument("--queries", type=int, default=200)
+    b.add_argument("--before-max", type=int, default=100_000,
+                   help="the largest size also measured on qdrant-client's local mode (the path it replaced)")
+    b.add_argument("--dest", default=".kb/bench-scale", help="where the stores are built (kept between runs)")
+    b.add_argument("--rebuild", action="store_true", help="build the Edge stores again")
     b = add("search", cmd_search, "the search service under load (idle and while indexing), `kb search` "
                                   "as a fresh process, ONNX vs torch embedding, recall@5")
     b.add_argument("--queries", type=int, default=200)

@@ -27,7 +27,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"observe": False})
     st = topology.up(settings, airflow=not args.no_airflow, distributed=args.distributed, workers=args.workers)
     print(f"up: S3 {st['s3']['endpoint']}, Airflow {st['airflow']['url'] if st['airflow']['running'] else '(not started)'}, "
-          f"Qdrant {st['qdrant']['location']}")
+          f"store {st['store']['location']}")
     if st.get("prometheus", {}).get("running"):
         print(f"    Prometheus {st['prometheus']['url']}, alerts: `kb alerts`")
     return 0
@@ -52,8 +52,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             state = "healthy" if p["healthy"] else ("running, not healthy" if p["running"] else "stopped")
             where = p.get("endpoint") or p.get("url")
             print(f"{part:8} {state:22} {where}  pid={p['pid']}" + (f"  ({p['error']})" if p.get("error") else ""))
-        q = st["qdrant"]
-        print(f"{'qdrant':8} {('prepared' if q['prepared'] else 'not prepared'):22} {q['mode']} {q['location']}")
+        q = st["store"]
+        print(f"{'store':8} {('prepared' if q['prepared'] else 'not prepared'):22} {q['mode']} {q['location']}")
     running = st["s3"]["healthy"] and all(st[p]["healthy"] or not st[p]["running"] for p in ("airflow", "ocr", "search"))
     return 0 if running else 1
 
@@ -100,7 +100,7 @@ def cmd_pools_sync(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("up", help="start the local stack (S3 server, Airflow, Qdrant local store)",
+    p = sub.add_parser("up", help="start the local stack (S3 server, Airflow, OCR and search services, the embedded store)",
                        description="Ports and the state folder come from KB_S3_PORT, KB_WEED_MASTER_PORT, "
                                    "KB_WEED_VOLUME_PORT, KB_WEED_FILER_PORT, KB_OCR_PORT, KB_AIRFLOW_PORT, "
                                    "KB_AIRFLOW_WORKER_LOG_PORT, KB_AIRFLOW_TRIGGER_LOG_PORT and KB_STATE_DIR.")

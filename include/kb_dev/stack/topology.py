@@ -65,8 +65,8 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: boo
     try:
         s3.start(s, secrets_)
         p = PipelineSettings(state_dir=s.state_dir)
-        p.resolved_qdrant_path.mkdir(parents=True, exist_ok=True)
-        echo(f"Qdrant local store at {p.resolved_qdrant_path}")
+        if not part_pid(s, search.PART):  # a running search service's store copies hold the store
+            _prepare_store(p, echo)
         if distributed:
             _up_distributed(s, secrets_, workers, echo)
         elif airflow:
@@ -80,6 +80,20 @@ def up(s: StackSettings | None = None, *, airflow: bool = True, distributed: boo
         down(s, echo=lambda _m: None)
         raise
     return status(s)
+
+
+def _prepare_store(p: PipelineSettings, echo: Callable[[str], None]) -> None:
+    """The embedded store ready for the search service: an older local-mode store moved in."""
+    from kb.settings import StoreSettings
+    from kb.store.migrate import legacy_store, prepare
+
+    if p.qdrant_url:
+        return
+    if legacy_store(p) is not None:
+        echo(f"moving the local-mode Qdrant store at {p.resolved_qdrant_path} into the embedded store "
+             "(vectors and payloads as they are) ...")
+    prepare(p, StoreSettings())
+    echo(f"embedded store (Qdrant Edge) at {p.store_dir}")
 
 
 def _together(*calls: Callable[[], Any]) -> list[Any]:
@@ -144,8 +158,8 @@ def status(s: StackSettings | None = None) -> dict[str, Any]:
     out["search"] = search.status(s)
     out.update(observe.status(s))
     p = PipelineSettings(state_dir=s.state_dir)
-    out["qdrant"] = {"mode": "server" if p.qdrant_url else "local", "location": p.qdrant_url or str(p.resolved_qdrant_path),
-                     "prepared": bool(p.qdrant_url) or p.resolved_qdrant_path.exists(), "collection": p.collection}
+    out["store"] = {"mode": "server" if p.qdrant_url else "embedded", "location": p.qdrant_url or str(p.store_dir),
+                    "prepared": bool(p.qdrant_url) or p.store_dir.exists(), "collection": p.collection}
     return out
 
 
