@@ -13,22 +13,28 @@ A reviewer decides what happens to one quarantined document (param `key`, its in
 
    and may set `quality` (threshold overrides for this document alone, e.g.
    `{"max_empty_page_share": 0.9}`). Answer it in the UI (Browse → Required actions) or with
-   `kb review decide KEY DECISION`.
-3. **act** writes the decision, who made it and when to the ledger (`kb_review_decisions`);
-   every decision but `drop` makes the version due again.
+   `kb review decide KEY DECISION`. No answer within `KB_REVIEW_ANSWER_TIMEOUT_S` (3 days)
+   fails the run saying so; the document stays quarantined and in the queue.
+3. **act** writes the decision, who made it and when to the ledger (`kb_review_decisions`),
+   for the version the reviewer was shown (`version`): if a newer version landed meanwhile,
+   the decision is refused and the newer one waits in the queue. Every decision but `drop`
+   makes the version due again.
 4. **reindex** (skipped for `drop`) triggers `kb_ingest` on the document's key; its plan,
    extract and index stages read the decision from the ledger.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
-from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Param, dag, task
 
 from kb.decisions import Decision
+from kb.settings import ReviewSettings
 from kb_airflow.names import INGEST_DAG_ID, REVIEW_DAG_ID, REVIEW_DECIDE_TASK
+from kb_airflow.review import ReviewDecisionOperator
 
 # Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
 
@@ -65,35 +71,48 @@ def kb_review():
         if entry is None or entry.status != Status.QUARANTINED:
             raise AirflowFailException(f"{key} is {entry.status if entry else 'not in the ledger'}, not quarantined: "
                                        "nothing to decide")
+        from kb import channels
+
         error = entry.error or {}
+        version = entry.sha256 or entry.version_id or entry.etag
         return {
             "key": key, "doc_id": entry.doc_id, "code": error.get("code"), "message": error.get("message"),
             "record": error.get("record"), "since": entry.updated_at, "run_id": entry.run_id,
-            "version_id": entry.version_id, "etag": entry.etag,
+            "version_id": entry.version_id, "etag": entry.etag, "version": version,
+            # what the request's Markdown shows, as text: a key or message cannot become markup there
+            "md": {name: channels.markdown_text(value) for name, value in {
+                "key": key, "code": error.get("code"), "message": error.get("message"), "record": error.get("record"),
+                "run_id": entry.run_id, "since": entry.updated_at, "version": version}.items()},
         }
 
-    decide = HITLOperator(
+    decide = ReviewDecisionOperator(
         task_id=REVIEW_DECIDE_TASK,
-        subject="Quarantined: {{ params.key }}",
-        body=("**{{ ti.xcom_pull(task_ids='pending')['key'] }}** was quarantined by run "
-              "`{{ ti.xcom_pull(task_ids='pending')['run_id'] }}` "
-              "at {{ ti.xcom_pull(task_ids='pending')['since'] }}.\n\n"
-              "**{{ ti.xcom_pull(task_ids='pending')['code'] }}**: {{ ti.xcom_pull(task_ids='pending')['message'] }}\n\n"
-              "Quarantine record: `{{ ti.xcom_pull(task_ids='pending')['record'] }}` in the artifacts bucket.\n\n"
+        subject="Quarantined: {{ ti.xcom_pull(task_ids='pending')['md']['key'] }}",
+        body=("**{{ ti.xcom_pull(task_ids='pending')['md']['key'] }}** (version "
+              "{{ ti.xcom_pull(task_ids='pending')['md']['version'] }}) was quarantined by run "
+              "{{ ti.xcom_pull(task_ids='pending')['md']['run_id'] }} "
+              "at {{ ti.xcom_pull(task_ids='pending')['md']['since'] }}.\n\n"
+              "**{{ ti.xcom_pull(task_ids='pending')['md']['code'] }}**: "
+              "{{ ti.xcom_pull(task_ids='pending')['md']['message'] }}\n\n"
+              "Quarantine record: {{ ti.xcom_pull(task_ids='pending')['md']['record'] }} in the artifacts bucket.\n\n"
               "- `accept`: index the pages that passed\n"
               "- `reextract-ocr`: read every page with the OCR backend\n"
               "- `reextract-limits`: read again with the thresholds in `quality`\n"
               "- `drop`: leave it out of the index"),
         options=DECISIONS,
         params={"quality": Param({}, type="object",
-                                 description='threshold overrides for this document, e.g. {"max_empty_page_share": 0.9}')},
+                                 description='threshold overrides for this document, e.g. {"max_empty_page_share": 0.9}'),
+                "version": Param("", type="string",
+                                 description="the version you decide about (sha256, ETag or version id); empty: the "
+                                             "one shown above")},
+        response_timeout=timedelta(seconds=ReviewSettings().answer_timeout_s),
     )
 
     @task
     def act(pending: dict, decided: dict, run_id=None) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kb.errors import BadParams
+        from kb.errors import BadParams, ReviewedAnotherVersion
         from kb.settings import QualitySettings
 
         ledger, _ = _ledger()
@@ -106,9 +125,12 @@ def kb_review():
         user = decided.get("responded_by_user") or {}
         at = decided.get("responded_at")
         at = at.isoformat(timespec="seconds") if hasattr(at, "isoformat") else (str(at) if at else None)
-        row = ledger.decide(pending["doc_id"], decision, decided_by=user.get("name") or user.get("id") or "unknown",
-                            decided_at=at, params=params,
-                            review_run_id=run_id)
+        version = params.pop("version", None) or pending["version"]
+        try:
+            row = ledger.decide(pending["doc_id"], decision, decided_by=user.get("name") or user.get("id") or "unknown",
+                                decided_at=at, params=params, review_run_id=run_id, version=version)
+        except ReviewedAnotherVersion as exc:
+            raise AirflowFailException(str(exc)) from exc
         return {"key": row.key, "decision": str(row.decision), "decided_by": row.decided_by,
                 "decided_at": row.decided_at, "reopens": row.decision.reopens}
 

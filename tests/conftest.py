@@ -162,6 +162,35 @@ def start_service(s3_server, folder: Path, env_overrides: dict[str, str]):
 
 
 @pytest.fixture(scope="session")
+def postgres_ledger_url():
+    """A Postgres server of the session's own (Debian's package, as the distributed stack runs
+    it) on a free loopback port; the URL of its ledger database."""
+    from kb_dev.settings import StackSettings
+    from kb_dev.stack import postgres
+    from kb_dev.stack.secrets import ensure_secrets
+
+    # Postgres runs as the `postgres` user, which cannot enter pytest's private tmp folders
+    state = Path(tempfile.mkdtemp(prefix="kb-pg-", dir="/tmp"))
+    state.chmod(0o755)
+    settings = StackSettings(state_dir=state, postgres_port=free_ports(1)[0])
+    secrets = ensure_secrets(state)
+    try:
+        postgres.start(settings, secrets)
+        yield postgres.ledger_url(settings, secrets)
+    finally:
+        postgres.stop(settings)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger_url(request, tmp_path):
+    """A ledger database of each kind the ledger runs on."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    return request.getfixturevalue("postgres_ledger_url")
+
+
+@pytest.fixture(scope="session")
 def embedder():
     from kb.embedding import Embedder
 

@@ -73,3 +73,54 @@ def body_text(message: Message) -> str:
     parts = message.walk() if message.is_multipart() else [message]
     return "\n".join(p.get_payload(decode=True).decode(p.get_content_charset() or "utf-8")
                      for p in parts if p.get_content_maintype() == "text")
+
+
+@contextmanager
+def recording_s3_proxy(upstream: str) -> Iterator[dict]:
+    """An HTTP proxy on loopback in front of the S3 server at ``upstream`` (host:port): every
+    request is passed on as it came (method, path, headers, body: the SigV4 signature covers
+    the Host header, which it keeps) and answered as the server answered, and each is kept as
+    ``(method, path, query, body)`` for ``tests.s3_actions``."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    calls: list[tuple[str, str, str, bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _forward(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            url = urlsplit(self.path)
+            calls.append((self.command, url.path, url.query, body))
+            conn = http.client.HTTPConnection(upstream, timeout=60)
+            try:
+                conn.request(self.command, self.path, body=body or None, headers=dict(self.headers.items()))
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for name, value in resp.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+            finally:
+                conn.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        def log_message(self, *args):
+            pass
+
+    port = free_ports(1)[0]
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield {"endpoint": f"127.0.0.1:{port}", "port": port, "calls": calls}
+    finally:
+        server.shutdown()
+        server.server_close()

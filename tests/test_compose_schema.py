@@ -232,8 +232,10 @@ HOLDERS = {
     "AIRFLOW_S3_SECRET_KEY": {"minio-init"} | AIRFLOW,
     "OCR_S3_ACCESS_KEY": {"minio-init", "ocr-service"},
     "OCR_S3_SECRET_KEY": {"minio-init", "ocr-service"},
-    "SEARCH_S3_ACCESS_KEY": {"minio-init", "search-service", "kb-exporter"},  # read-only policy
-    "SEARCH_S3_SECRET_KEY": {"minio-init", "search-service", "kb-exporter"},
+    "SEARCH_S3_ACCESS_KEY": {"minio-init", "search-service"},  # read-only policy
+    "SEARCH_S3_SECRET_KEY": {"minio-init", "search-service"},
+    "EXPORTER_S3_ACCESS_KEY": {"minio-init", "kb-exporter"},  # its own read-only policy
+    "EXPORTER_S3_SECRET_KEY": {"minio-init", "kb-exporter"},
     "QDRANT_API_KEY": {"qdrant"} | AIRFLOW,
     "QDRANT_READ_ONLY_API_KEY": {"qdrant", "search-service"},
     "OCR_SERVICE_API_KEY": {"ocr-service"} | AIRFLOW,
@@ -334,20 +336,22 @@ def test_each_service_has_its_own_object_store_user_and_a_policy_that_fits_it():
     script = (POLICIES / "init.sh").read_text()
     made = dict(re.findall(r'^service_user \S+ "\$(\w+)" "\$\w+" ([\w-]+)$', script, flags=re.MULTILINE))
     assert made == {"AIRFLOW_S3_ACCESS_KEY": "kb-pipeline", "OCR_S3_ACCESS_KEY": "kb-ocr-read",
-                    "SEARCH_S3_ACCESS_KEY": "kb-search-read"}
+                    "SEARCH_S3_ACCESS_KEY": "kb-search-read", "EXPORTER_S3_ACCESS_KEY": "kb-exporter-read"}
+    exporter = all_services["kb-exporter"]["environment"]
+    assert exporter["KB_EXPORTER_S3_ACCESS_KEY"].startswith("${EXPORTER_S3_ACCESS_KEY:")
     assert all_services["minio-init"]["entrypoint"] == ["/bin/sh", "/kb-minio-init/init.sh"]
 
     pipeline = policy("kb-pipeline")  # reads the inbox, owns the artifacts
     # in the inbox: reads, and the retention sweep removes old versions (never writes or hides one)
     assert pipeline["arn:aws:s3:::inbox"] | pipeline["arn:aws:s3:::inbox/*"] <= READ_ACTIONS | {"s3:DeleteObjectVersion"}
-    assert {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"} <= pipeline["arn:aws:s3:::kb-artifacts/*"]
+    assert {"s3:PutObject", "s3:DeleteObject"} <= pipeline["arn:aws:s3:::kb-artifacts/*"]
     assert policy("kb-ocr-read") == {"arn:aws:s3:::inbox": {"s3:GetBucketLocation"},
                                      "arn:aws:s3:::inbox/*": {"s3:GetObject", "s3:GetObjectVersion"}}
     search_policy = policy("kb-search-read")
     assert set().union(*search_policy.values()) <= READ_ACTIONS
-    assert set(search_policy) == {"arn:aws:s3:::inbox", "arn:aws:s3:::inbox/*", "arn:aws:s3:::kb-artifacts",
-                                  "arn:aws:s3:::kb-artifacts/*"}
-    for name in ("kb-pipeline", "kb-ocr-read", "kb-search-read"):
+    assert set(search_policy) == {"arn:aws:s3:::inbox", "arn:aws:s3:::inbox/*"}  # the page images' documents
+    assert set().union(*policy("kb-exporter-read").values()) <= READ_ACTIONS
+    for name in ("kb-pipeline", "kb-ocr-read", "kb-search-read", "kb-exporter-read"):
         assert not any("*" in action for actions in policy(name).values() for action in actions), name
 
 

@@ -274,7 +274,8 @@ def test_minio_init_gives_each_service_its_own_user_and_policy_and_reruns(tmp_pa
     keys = {"MINIO_ROOT_USER": "root-user", "MINIO_ROOT_PASSWORD": "root-secret-value",
             "AIRFLOW_S3_ACCESS_KEY": "airflow-ak", "AIRFLOW_S3_SECRET_KEY": "airflow-secret-value",
             "OCR_S3_ACCESS_KEY": "ocr-ak", "OCR_S3_SECRET_KEY": "ocr-secret-value",
-            "SEARCH_S3_ACCESS_KEY": "search-ak", "SEARCH_S3_SECRET_KEY": "search-secret-value"}
+            "SEARCH_S3_ACCESS_KEY": "search-ak", "SEARCH_S3_SECRET_KEY": "search-secret-value",
+            "EXPORTER_S3_ACCESS_KEY": "exporter-ak", "EXPORTER_S3_SECRET_KEY": "exporter-secret-value"}
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "MC_LOG": str(tmp_path / "calls"), "MC_STATE": str(state), **keys}
     script = REPO / "include" / "config" / "minio-init" / "init.sh"
     for _ in range(2):  # the second run finds every policy attached already
@@ -283,7 +284,8 @@ def test_minio_init_gives_each_service_its_own_user_and_policy_and_reruns(tmp_pa
         assert not any(v in done.stdout + done.stderr for k, v in keys.items() if "SECRET" in k or "PASSWORD" in k)
     calls = (tmp_path / "calls").read_text().splitlines()
     assert "mb --ignore-existing kb/inbox kb/kb-artifacts" in calls and "version enable kb/inbox" in calls
-    for user, policy in (("airflow-ak", "kb-pipeline"), ("ocr-ak", "kb-ocr-read"), ("search-ak", "kb-search-read")):
+    for user, policy in (("airflow-ak", "kb-pipeline"), ("ocr-ak", "kb-ocr-read"), ("search-ak", "kb-search-read"),
+                         ("exporter-ak", "kb-exporter-read")):
         assert f"admin policy create kb {policy} {script.parent}/{policy}.json" in calls
         assert (script.parent / f"{policy}.json").is_file()
         assert sorted(p.name for p in state.glob(f"{user}.*")) == [f"{user}.{policy}"]  # that policy, only

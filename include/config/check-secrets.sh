@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Refuses to start the deployment while a secret is empty, still an example placeholder
-# (`change-me-...` from .env.example), too short, or unusable in the URL it goes into.
+# (`change-me-...` from .env.example), too short, unusable in the URL it goes into, or the
+# same as another (two identities with one key are one identity).
 #
 # docker-compose.yaml runs this as the one-shot service `secrets-check`, and every other
 # service waits for it to complete successfully. It owns the rule, rather than each service's
@@ -43,6 +44,23 @@ for name in $(compgen -e); do
                 problems+=("$name has characters a URL cannot hold as they are (use letters, digits, '-', '_', '.', '~')")
             fi ;;
     esac
+done
+
+# Two identities must not share a key: MinIO would take the second user for the first (one
+# identity, both policies), and a password shared between roles lets each act as the other.
+# Compared two by two; only the names are printed.
+names=()
+for name in $(compgen -e); do
+    case "$name" in
+        *PASSWORD*|*SECRET*|*API_KEY*|*ACCESS_KEY*|MINIO_ROOT_USER) [[ -n "${!name}" ]] && names+=("$name") ;;
+    esac
+done
+for ((i = 0; i < ${#names[@]}; i++)); do
+    for ((j = i + 1; j < ${#names[@]}; j++)); do
+        if [[ "${!names[i]}" == "${!names[j]}" ]]; then
+            problems+=("${names[i]} and ${names[j]} are the same; every identity needs its own")
+        fi
+    done
 done
 
 if (( ${#problems[@]} )); then

@@ -45,6 +45,9 @@ class ArtifactKeys:
     ALERTS = "alerts/"
     RUNS = "runs/"
     SUMMARY = "summary.json"
+    # one empty marker per finished run, named by when it finished: keys sort by time, so the
+    # exporter lists only what finished since its last look
+    RUNS_FINISHED = "runs-finished/"
 
     @classmethod
     def ledger(cls, doc_id: str) -> str:
@@ -122,6 +125,16 @@ class ArtifactKeys:
     @classmethod
     def run_summary(cls, run_id: str) -> str:
         return f"{cls.RUNS}{safe(run_id)}/{cls.SUMMARY}"
+
+    @classmethod
+    def run_finished(cls, finished_at: str, run_id: str) -> str:
+        """``finished_at``: ISO 8601 UTC, as the summary has it (so the keys sort by time)."""
+        return f"{cls.RUNS_FINISHED}{finished_at}/{safe(run_id)}"
+
+    @classmethod
+    def run_of_finished(cls, key: str) -> str:
+        """The run id (as a key segment) a ``run_finished`` key names."""
+        return key.rsplit("/", 1)[-1]
 
     @classmethod
     def task_usage_prefix(cls, run_id: str) -> str:

@@ -164,6 +164,12 @@ class StoreBusy(InfrastructureError):
     code = "store_busy"
 
 
+class LedgerConflict(InfrastructureError):
+    """An entry kept changing under a writer's compare-and-set past its retries."""
+
+    code = "ledger_conflict"
+
+
 class LedgerUnavailable(InfrastructureError):
     """The ledger database cannot be reached or failed a statement: try again later."""
 
@@ -177,3 +183,10 @@ class NotUnderReview(KbError):
     """A review decision about a document whose current version is not quarantined."""
 
     code = "not_under_review"
+
+
+class ReviewedAnotherVersion(NotUnderReview):
+    """A decision about a version that is no longer the quarantined one: a newer version
+    landed (and was quarantined) while the reviewer looked at the older."""
+
+    code = "reviewed_another_version"

@@ -21,21 +21,23 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from sqlalchemy import (
     JSON, Column, Connection, Engine, Index, Integer, MetaData, String, Table, Text, and_, create_engine, event, exists,
-    literal, not_, or_, select, union_all,
+    func, inspect, literal, not_, or_, select, text, union_all,
 )
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from kb.artifacts import ArtifactKeys
-from kb.errors import LedgerUnavailable, NotUnderReview
+from kb.errors import LedgerConflict, LedgerUnavailable, NotUnderReview, ReviewedAnotherVersion
 from kb.decisions import Decision
 from kb.ledger import LedgerEntry, Review, Status, Work, doc_id_for, now_iso, pending_work
 from kb.objectstore import ObjectInfo, ObjectStore
@@ -56,6 +58,9 @@ ledger_table = Table(
     Column("updated_at", String(32), nullable=False),
     # the whole LedgerEntry; the columns above are copies that queries filter on
     Column("entry", JSON, nullable=False),
+    # Bumped by every write of the row: a write names the version it read, and a row another
+    # writer changed since is not overwritten (``Ledger.update`` reads it again and retries).
+    Column("row_version", Integer, nullable=False, server_default="0"),
     Index("ix_kb_ledger_bucket_key", "bucket", "key"),
 )
 
@@ -215,6 +220,16 @@ def _entry(data: Any) -> LedgerEntry:
     return LedgerEntry.from_dict(json.loads(data) if isinstance(data, str) else data)
 
 
+def _under(column, prefix: str):
+    """Keys under ``prefix``, case for case. ``startswith`` alone is LIKE, which SQLite
+    compares without case ("Reports/" took "reports/" too), while S3 keys are case-sensitive;
+    the LIKE stays for an index to narrow with, the substring comparison decides."""
+    return and_(column.startswith(prefix, autoescape=True), func.substr(column, 1, len(prefix)) == prefix)
+
+
+CONFLICT_TRIES = 20
+
+
 class Ledger:
     """Ledger entries in SQL. ``store`` and ``artifacts_bucket`` are only read once, to
     migrate the JSON ledger into an empty database."""
@@ -251,11 +266,19 @@ class Ledger:
         if self.url.startswith("sqlite:///"):
             os.makedirs(os.path.dirname(os.path.abspath(self.url.removeprefix("sqlite:///"))), exist_ok=True)
         metadata.create_all(self.engine, checkfirst=True)
+        self._add_missing_columns()
         with self.engine.connect() as conn:
             migrated = conn.execute(select(meta_table.c.value).where(meta_table.c.name == JSON_MIGRATED)).scalar()
         if migrated is None:
             self._migrate_json()
         _prepared.add((self.url, os.getpid()))
+
+    def _add_missing_columns(self) -> None:
+        """Columns added since a database was made (``create_all`` makes tables, not columns)."""
+        have = {c["name"] for c in inspect(self.engine).get_columns(ledger_table.name)}
+        if "row_version" not in have:
+            with self.engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {ledger_table.name} ADD COLUMN row_version INTEGER NOT NULL DEFAULT 0"))
 
     def _migrate_json(self) -> None:
         entries = list(self._json_entries())
@@ -302,7 +325,8 @@ class Ledger:
         self.put_many([entry])
 
     def put_many(self, entries: Iterable[LedgerEntry]) -> None:
-        """Insert or replace entries, in one transaction."""
+        """Insert or replace entries whole, in one transaction, whatever is there: for entries no
+        one else writes (a migration, a benchmark's rows). A stage changes an entry with ``update``."""
         rows = []
         for entry in entries:
             entry.updated_at = now_iso()
@@ -312,9 +336,37 @@ class Ledger:
         with self._connection(write=True) as conn:
             stmt = _insert(conn)(ledger_table)
             stmt = stmt.on_conflict_do_update(index_elements=["doc_id"],
-                                              set_={k: stmt.excluded[k] for k in rows[0] if k != "doc_id"})
+                                              set_={**{k: stmt.excluded[k] for k in rows[0] if k != "doc_id"},
+                                                    "row_version": ledger_table.c.row_version + 1})
             for start in range(0, len(rows), _INSERT_CHUNK):
                 conn.execute(stmt, rows[start:start + _INSERT_CHUNK])
+
+    def update(self, doc_id: str, change: Callable[[LedgerEntry | None], LedgerEntry | None]) -> LedgerEntry | None:
+        """Read the entry, let ``change`` make the new one from it (None: leave it), write it back
+        only if no other writer changed the row since the read (its ``row_version``), else read
+        it again and ``change`` that: two writers of one entry both land, whatever the order.
+        ``change`` may run more than once, so it only reads its argument and returns."""
+        for attempt in range(CONFLICT_TRIES):
+            with self._connection() as conn:
+                row = conn.execute(select(ledger_table.c.entry, ledger_table.c.row_version)
+                                   .where(ledger_table.c.doc_id == doc_id)).first()
+            current = _entry(row.entry) if row is not None else None
+            new = change(current)
+            if new is None:
+                return current
+            new.updated_at = now_iso()
+            with self._connection(write=True) as conn:
+                if row is None:
+                    done = conn.execute(_insert(conn)(ledger_table).values(**_row(new))
+                                        .on_conflict_do_nothing(index_elements=["doc_id"])).rowcount
+                else:
+                    done = conn.execute(ledger_table.update().where(
+                        ledger_table.c.doc_id == doc_id, ledger_table.c.row_version == row.row_version
+                    ).values(**_row(new), row_version=row.row_version + 1)).rowcount
+            if done == 1:
+                return new
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another writer got in: read again
+        raise LedgerConflict(f"the ledger entry of {doc_id} kept changing under {CONFLICT_TRIES} attempts to write it")
 
     def count(self) -> int:
         from sqlalchemy import func
@@ -349,7 +401,7 @@ class Ledger:
         gone_where = [led.c.bucket == bucket, led.c.status != str(Status.DELETED),
                       ~exists().where(sense.c.doc_id == led.c.doc_id)]
         if prefix:
-            gone_where.append(led.c.key.startswith(prefix, autoescape=True))
+            gone_where.append(_under(led.c.key, prefix))
         gone = select(literal(None, String).label("listed"), led.c.entry).where(*gone_where)
         with self._connection(write=True) as conn:
             sense.create(conn)
@@ -384,7 +436,7 @@ class Ledger:
         where = [led.c.bucket == bucket, led.c.status != str(Status.DELETED),
                  led.c.entry["indexed_sha256"].as_string().is_not(None)]
         if prefix:
-            where.append(led.c.key.startswith(prefix, autoescape=True))
+            where.append(_under(led.c.key, prefix))
         with self._connection() as conn:
             return conn.execute(select(func.count()).select_from(led).where(*where)).scalar_one()
 
@@ -472,41 +524,61 @@ class Ledger:
             return conn.execute(query).scalar_one()
 
     def decide(self, doc_id: str, decision: Decision | str, decided_by: str, decided_at: str | None = None,
-               params: dict[str, Any] | None = None, review_run_id: str | None = None) -> ReviewDecision:
-        """Record a reviewer's decision on the document's quarantined version, in one
-        transaction: a row in ``kb_review_decisions`` and the entry's ``review``. A decision
-        that reopens the version makes it due again (``pending_work``); ``drop`` leaves it
-        quarantined and out of the queue. ``params["quality"]``: threshold overrides for this
-        version alone. Raises ``NotUnderReview`` unless the version is quarantined."""
+               params: dict[str, Any] | None = None, review_run_id: str | None = None,
+               version: str | None = None) -> ReviewDecision:
+        """Record a reviewer's decision on the document's quarantined version: a row in
+        ``kb_review_decisions`` and the entry's ``review``, in one transaction, and only if the
+        entry is still the one read (a compare-and-set on its row). A decision that reopens the
+        version makes it due again (``pending_work``); ``drop`` leaves it quarantined and out of
+        the queue. ``params["quality"]``: threshold overrides for this version alone.
+
+        ``version``: the version the reviewer saw (its sha256, ETag or version id). A decision
+        about another version than the one quarantined now is refused (ReviewedAnotherVersion)
+        and that version stays in the queue. NotUnderReview unless the version is quarantined."""
         decision = Decision(decision)
         params = dict(params or {})
         decided_at = decided_at or now_iso()
-        with self._connection(write=True) as conn:
-            data = conn.execute(select(ledger_table.c.entry).where(ledger_table.c.doc_id == doc_id)).scalar()
-            entry = _entry(data) if data is not None else None
+        for attempt in range(CONFLICT_TRIES):
+            with self._connection() as conn:
+                found = conn.execute(select(ledger_table.c.entry, ledger_table.c.row_version)
+                                     .where(ledger_table.c.doc_id == doc_id)).first()
+            entry = _entry(found.entry) if found is not None else None
             if entry is None or entry.status != Status.QUARANTINED:
                 raise NotUnderReview(f"document {doc_id} is {entry.status if entry else 'not in the ledger'}, "
                                      "not quarantined: there is nothing to decide")
+            if version is not None and version not in {entry.sha256, entry.etag, entry.version_id} - {None}:
+                raise ReviewedAnotherVersion(
+                    f"{entry.key}: the decision is about version {version}, but the version quarantined now is "
+                    f"{entry.sha256 or entry.version_id or entry.etag} (it landed since); that version stays in the "
+                    "review queue: look at it and decide again")
             row = ReviewDecision(
                 doc_id=doc_id, bucket=entry.bucket, key=entry.key, etag=entry.etag, version_id=entry.version_id,
                 decision=decision, decided_by=decided_by, decided_at=decided_at, params=params,
                 review_run_id=review_run_id, quarantine_code=(entry.error or {}).get("code"),
             )
-            conn.execute(review_table.insert().values(**{**asdict(row), "decision": str(decision)}))
             entry.review = Review(decision, decided_by, decided_at, entry.etag, entry.version_id,
                                   quality=dict(params.get("quality") or {}), review_run_id=review_run_id).as_dict()
             entry.updated_at = now_iso()
-            conn.execute(ledger_table.update().where(ledger_table.c.doc_id == doc_id).values(**_row(entry)))
-        return row
+            with self._connection(write=True) as conn:
+                done = conn.execute(ledger_table.update().where(
+                    ledger_table.c.doc_id == doc_id, ledger_table.c.row_version == found.row_version
+                ).values(**_row(entry), row_version=found.row_version + 1)).rowcount
+                if done == 1:
+                    conn.execute(review_table.insert().values(**{**asdict(row), "decision": str(decision)}))
+                    return row
+            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
+        raise LedgerConflict(f"the ledger entry of {doc_id} kept changing under {CONFLICT_TRIES} attempts to decide")
 
     def review_applied(self, doc_id: str, run_id: str) -> None:
         """The run ``run_id`` took the reviewed version up: it is not reopened again, and if
         that run quarantines it again it is back in the queue."""
-        entry = self.get(doc_id)
-        if entry is None or entry.current_review is None:
-            return
-        entry.review = {**entry.review, "applied_run": run_id}
-        self.put(entry)
+        def change(entry: LedgerEntry | None) -> LedgerEntry | None:
+            if entry is None or entry.current_review is None:
+                return None
+            entry.review = {**entry.review, "applied_run": run_id}
+            return entry
+
+        self.update(doc_id, change)
 
     def decisions(self, doc_id: str | None = None) -> list[ReviewDecision]:
         """Decisions, oldest first (of one document, or all)."""

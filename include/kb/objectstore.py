@@ -243,6 +243,14 @@ class ObjectStore:
         with storage_errors(f"listing s3://{bucket}/{prefix}"):
             return [o.object_name for o in self.client.list_objects(bucket, prefix=prefix) if o.is_dir]
 
+    def keys_after(self, bucket: str, prefix: str, start_after: str | None = None) -> list[str]:
+        """Keys under ``prefix`` that sort after ``start_after`` (all of them when None), in
+        order: a listing that resumes where the last one stopped costs what is new."""
+        with storage_errors(f"listing s3://{bucket}/{prefix}"):
+            return [o.object_name for o in self.client.list_objects(bucket, prefix=prefix, recursive=True,
+                                                                    start_after=start_after or None)
+                    if not o.is_dir]
+
     def list_versions(self, bucket: str, key: str) -> list[ObjectVersion]:
         """Every version of exactly ``key``, delete markers included (one, with version id
         None, on a bucket without versioning)."""

@@ -57,7 +57,7 @@ class OcrRequestRefused(InfrastructureError):
 @dataclass
 class OcrClient:
     base_url: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)  # a secret: never in a repr, a log line or a traceback
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 900.0
     retries: int = 5

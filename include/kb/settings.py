@@ -295,6 +295,16 @@ class SearchSettings(BaseSettings):
         return value
 
 
+class ReviewSettings(BaseSettings):
+    """The review queue (``KB_REVIEW_*``): kb_review's human-in-the-loop task."""
+
+    model_config = SettingsConfigDict(env_prefix="KB_REVIEW_", extra="ignore")
+
+    # How long a kb_review run waits for a reviewer's answer; past it the run fails saying so,
+    # and the document stays quarantined and in the queue. Read when the DAG is parsed.
+    answer_timeout_s: float = Field(3 * 24 * 3600, gt=0)
+
+
 class WatchSettings(BaseSettings):
     """Event-driven sensing (``KB_WATCH_*``): a watcher in the Airflow triggerer lists the inbox
     bucket and starts ``kb_ingest`` within seconds of a change. The cron schedule

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -19,13 +18,6 @@ from kb.errors import NotUnderReview
 from kb_airflow.names import INGEST_DAG_ID, REVIEW_DAG_ID, REVIEW_DECIDE_TASK
 from kb_dev.airflow_api import AirflowClient, HitlRequest, HitlResponse, RunOutcome
 from kb_dev.errors import AirflowApiError, AirflowNotFound
-
-# Airflow 3.3.2 loses an answer given before the scheduler has handled the exit of the worker
-# that parked the task (AWAITING_INPUT): the answer queues the task again, and the worker's late
-# "success" event then marks the queued task failed ("state changed externally"; seen on the
-# live stack when `kb review decide` answered 0.1 s after the question appeared). A person never
-# answers that fast; the command waits until the task has been parked this long.
-ANSWER_SETTLE_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -70,31 +62,64 @@ def request_for(client: AirflowClient, key: str, timeout_s: float = 180.0, poll_
         time.sleep(poll_s)
 
 
-def _parked(client: AirflowClient, request: HitlRequest, timeout_s: float, poll_s: float = 0.5) -> None:
-    """Wait until ``request``'s task is parked for an answer and has been for ANSWER_SETTLE_S."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        states = {(ti["task_id"], ti.get("map_index", -1)): ti["state"]
-                  for ti in client.task_instances(request.dag_id, request.run_id)}
-        if states.get((request.task_id, request.map_index)) == "awaiting_input":
-            break
+def _parked(client: AirflowClient, request: HitlRequest, deadline: float, poll_s: float = 0.5) -> None:
+    """Wait until ``request``'s task is parked for an answer."""
+    while _task_state(client, request) != "awaiting_input":
         if time.monotonic() > deadline:
             raise AirflowApiError(f"{request.dag_id} run {request.run_id}: {request.task_id} never waited for an "
-                                  f"answer within {timeout_s:.0f}s")
+                                  "answer in time")
         time.sleep(poll_s)
-    asked = datetime.fromisoformat(request.created_at.replace("Z", "+00:00"))
-    time.sleep(max(0.0, ANSWER_SETTLE_S - (datetime.now(timezone.utc) - asked).total_seconds()))
+
+
+def _task_state(client: AirflowClient, request: HitlRequest) -> str | None:
+    for ti in client.task_instances(request.dag_id, request.run_id):
+        if (ti["task_id"], ti.get("map_index", -1)) == (request.task_id, request.map_index):
+            return ti["state"]
+    return None
+
+
+def _settled(client: AirflowClient, request: HitlRequest, deadline: float, poll_s: float = 0.5) -> HitlRequest | None:
+    """After an answer: None once the task took it (succeeded); the new request when the task
+    asks again instead. Airflow 3.3.2 loses an answer given before the scheduler has handled
+    the exit of the worker that parked the task (the task fails as "changed externally"); the
+    decide task then retries (``kb_airflow.review``) and asks again, and is answered again."""
+    while True:
+        state = _task_state(client, request)
+        if state == "success":
+            return None
+        if state in ("failed", "upstream_failed"):
+            raise AirflowApiError(f"{request.dag_id} run {request.run_id}: {request.task_id} ended {state} after "
+                                  "the answer; see its task log")
+        if state == "awaiting_input":
+            again = client.hitl_requests(request.dag_id, request.run_id, waiting=True)
+            if again:
+                return again[0]
+        if time.monotonic() > deadline:
+            raise AirflowApiError(f"{request.dag_id} run {request.run_id}: {request.task_id} did not take the answer "
+                                  "in time")
+        time.sleep(poll_s)
 
 
 def decide(client: AirflowClient, key: str, decision: Decision | str, quality: dict[str, Any] | None = None,
-           timeout_s: float = 180.0) -> Decided:
-    """Answer ``key``'s review through the REST API (starting a ``kb_review`` run if none waits)."""
+           version: str | None = None, timeout_s: float = 180.0, echo: Callable[[str], None] = print) -> Decided:
+    """Answer ``key``'s review through the REST API (starting a ``kb_review`` run if none waits),
+    about ``version`` (the one the reviewer saw; None: the one the review request shows). It
+    answers when the task is parked, and again if Airflow loses the answer: conditions, not
+    a clock."""
     decision = Decision(decision)
-    request = request_for(client, key, timeout_s)
-    _parked(client, request, timeout_s)
-    # the task's form has exactly these params; an answer must give each of them
-    response = client.respond(request, [str(decision)], {"quality": dict(quality or {})})
-    return Decided(key, decision, request.run_id, response)
+    deadline = time.monotonic() + timeout_s
+    with client.within(timeout_s):
+        request: HitlRequest | None = request_for(client, key, timeout_s)
+        while True:
+            _parked(client, request, deadline)
+            # the task's form has exactly these params; an answer must give each of them
+            response = client.respond(request, [str(decision)], {"quality": dict(quality or {}),
+                                                                 "version": version or ""})
+            again = _settled(client, request, deadline)
+            if again is None:
+                return Decided(key, decision, request.run_id, response)
+            echo(f"Airflow lost the answer (its task asked again, try {again.created_at}); answering again")
+            request = again
 
 
 def follow_through(client: AirflowClient, decided: Decided, timeout_s: float,
@@ -103,7 +128,8 @@ def follow_through(client: AirflowClient, decided: Decided, timeout_s: float,
     a decision that triggers none)."""
     progress = client.follow(REVIEW_DAG_ID, decided.review_run_id, timeout_s=timeout_s, echo=echo)
     if progress.state != "success":
-        raise AirflowApiError(f"kb_review run {decided.review_run_id} ended {progress.state}; see its task logs")
+        raise AirflowApiError(f"kb_review run {decided.review_run_id} ended {progress.state}; see its task logs "
+                              "(a newer version that landed meanwhile is refused: `kb review list`)")
     if not decided.decision.reopens:
         return None
     try:

@@ -12,7 +12,6 @@ without alerting still runs.
 
 from __future__ import annotations
 
-import html
 import logging
 from typing import Any
 
@@ -20,6 +19,7 @@ import httpx
 from airflow.sdk import BaseHook, BaseNotifier
 from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSecretsBackendAccessDenied
 
+from kb import channels
 from kb.settings import AlertSettings
 
 log = logging.getLogger(__name__)
@@ -126,9 +126,9 @@ class TaskFailureNotifier(BaseNotifier):
                  f"Error: {type(exc).__name__ + ': ' if exc else ''}{exc}"]
         if getattr(ti, "log_url", None):
             lines.append(f"Log: {ti.log_url}")
-        body = "<ul>" + "".join(f"<li>{html.escape(str(x))}</li>" for x in lines) + "</ul>"
-        payload = {"text": subject + "\n" + "\n".join(lines),
-                   "kb": {"dag_id": dag_id, "task": task, "run_id": run_id, "tries": tries, "error": str(exc)}}
+        body = channels.html_body(subject, lines)
+        payload = channels.slack_payload(subject, lines, {"dag_id": dag_id, "task": task, "run_id": run_id,
+                                                          "tries": tries, "error": str(exc)})
         for channel in configured_channels():
             try:
                 send(channel, subject, body, payload, context)

@@ -11,6 +11,7 @@ from kb.artifacts import ArtifactKeys
 from kb.ledger import LedgerEntry, Status
 from kb.ledger_db import Ledger
 from kb.observe.exporter import PipelineCollector
+from kb.pipeline.report import save_summary
 from kb.settings import PipelineSettings
 
 
@@ -28,7 +29,7 @@ def test_the_exporter_publishes_what_the_summaries_ledger_and_inbox_hold(kb_env)
     indexed = store.put_bytes(kb_env["inbox"], "customer-7/indexed.pdf", b"%PDF-1.7 one")
     waiting = store.put_bytes(kb_env["inbox"], "customer-7/waiting.pdf", b"%PDF-1.7 two")
     ledger.put(LedgerEntry.new(indexed, Status.INDEXED))
-    store.put_json(kb_env["artifacts"], ArtifactKeys.run_summary("manual__1"), {
+    save_summary(store, kb_env["artifacts"], "manual__1", {
         "documents_indexed": 1, "documents_quarantined": 1, "documents_failed": 0,
         "quarantine": [{"key": "customer-7/bad.pdf", "code": "corrupt_pdf"}],
         "pages_by_backend": {"textlayer": 4}, "ocr": {"pages": 0, "device_seconds": 0.0},
@@ -49,7 +50,7 @@ def test_the_exporter_publishes_what_the_summaries_ledger_and_inbox_hold(kb_env)
 
     # a second run's summary adds to the counters; the indexed document leaves the work
     ledger.put(LedgerEntry.new(waiting, Status.INDEXED))
-    store.put_json(kb_env["artifacts"], ArtifactKeys.run_summary("manual__2"), {
+    save_summary(store, kb_env["artifacts"], "manual__2", {
         "documents_indexed": 1, "documents_failed": 1, "finished_at": "2026-12-01T11:00:00+00:00"})
     got = _scrape(collector)
     assert got[("kb_pipeline_documents_total", (("outcome", "indexed"),))] == 2
@@ -58,10 +59,37 @@ def test_the_exporter_publishes_what_the_summaries_ledger_and_inbox_hold(kb_env)
     assert got[("kb_pipeline_last_run_timestamp_seconds", ())] == 1796122800.0
     assert got[("kb_inbox_pending_documents", ())] == 0
 
+    # the second run's report ran again: its new summary replaces the old one, not beside it
+    save_summary(store, kb_env["artifacts"], "manual__2", {
+        "documents_indexed": 2, "documents_failed": 0, "finished_at": "2026-12-01T11:05:00+00:00"})
+    # and a marker that lands late (a clock behind, a slow store), inside the overlap, still counts
+    save_summary(store, kb_env["artifacts"], "manual__3", {
+        "documents_indexed": 5, "documents_failed": 0, "finished_at": "2026-12-01T11:04:00+00:00"})
+    got = _scrape(collector)
+    assert got[("kb_pipeline_documents_total", (("outcome", "indexed"),))] == 1 + 2 + 5
+    assert got[("kb_pipeline_runs_total", (("result", "failed"),))] == 0
+    assert got[("kb_pipeline_runs_total", (("result", "success"),))] == 3
+    assert _scrape(collector) == got  # nothing new: the same totals, nothing read twice
+
+
+def test_the_exporter_keeps_a_bounded_number_of_summaries(kb_env):
+    from kb.observe.exporter import RunLog
+
+    store = kb_env["store"]
+    for i in range(12):
+        save_summary(store, kb_env["artifacts"], f"manual__{i}", {
+            "documents_indexed": 1, "finished_at": f"2026-12-01T10:{i:02d}:00+00:00"})
+    runs = RunLog(store, kb_env["artifacts"], recent=5)
+    assert runs.update().documents["indexed"] == 12 and runs.kept() == 5
+    for i in range(12, 20):
+        save_summary(store, kb_env["artifacts"], f"manual__{i}", {
+            "documents_indexed": 1, "finished_at": f"2026-12-01T10:{i:02d}:00+00:00"})
+    assert runs.update().documents["indexed"] == 20 and runs.kept() == 5
+
 
 def test_an_unreadable_ledger_is_counted_and_the_runs_are_still_published(kb_env, tmp_path):
     store, settings = kb_env["store"], PipelineSettings()
-    store.put_json(kb_env["artifacts"], ArtifactKeys.run_summary("manual__1"), {"documents_indexed": 3})
+    save_summary(store, kb_env["artifacts"], "manual__1", {"documents_indexed": 3, "finished_at": "2026-12-01T10:00:00+00:00"})
     (tmp_path / "a-file").write_text("not a folder")
     broken = Ledger(f"sqlite:///{tmp_path}/a-file/ledger.db")  # cannot be opened, nor created
     got = _scrape(PipelineCollector(store, settings, broken, min_interval_s=0))

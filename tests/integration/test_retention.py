@@ -156,11 +156,15 @@ def test_artifacts_of_superseded_and_deleted_versions_expire_after_the_retention
     assert store.get_bytes(inbox, "a.pdf") == v2_bytes
     assert passes[-1].waiting == 0
 
-    # b.pdf is deleted and retention is 0: its artifacts leave in the run that retires it
+    # b.pdf is deleted and retention is 0: its artifacts leave at the next run (as documented),
+    # not in the run that retires it
     monkeypatch.setenv("KB_ARTIFACT_RETENTION_DAYS", "0")
     store.remove(inbox, "b.pdf")
     dr, summary = run_ingest()
     assert dr.state == "success" and summary["documents_deleted"] == 1
+    assert summary["retention"]["objects_removed"] == 0 and summary["retention"]["waiting"] >= 2
+    assert _keys(store, artifacts, ArtifactKeys.pages_of(b)) != []
+    dr, summary = run_ingest()
     retention = summary["retention"]
     assert retention["objects_removed"] == 2, retention  # b's page results and its one inbox version
     assert {(r["bucket"], r["name"]) for r in retention["removed"]} == {

@@ -96,3 +96,36 @@ def test_reextract_limits_indexes_with_the_reviewers_threshold_and_records_it(li
     again = live.kb("review", "decide", key, "drop", timeout=600)
     assert again.returncode == 2 and "not_under_review" in again.stderr, again.stdout + again.stderr
     assert len(Ledger.for_settings(runs.pipeline).decisions(doc_id_for(INBOX, key))) == 1
+
+
+def test_a_decision_about_a_version_that_was_replaced_is_refused_and_the_new_one_waits(live):
+    key = _quarantined(live, "replaced")
+    runs = live.runs
+    seen = _queue(live)[key]["version"]  # what the reviewer looked at
+    prefix, name = key.rsplit("/", 1)
+    live.ingest(prefix + "/", {name: make_pdf(coded_pages("replaced-v2", 1) + ["", "", ""])})
+    now = _queue(live)[key]["version"]
+    assert now != seen and runs.ledger(key).status == Status.QUARANTINED
+
+    done = live.kb("review", "decide", key, "accept", "--version", seen, timeout=600)
+    assert done.returncode == 2 and "reviewed_another_version" in done.stderr, done.stdout + done.stderr
+    assert now in done.stderr
+    assert key in _queue(live) and _queue(live)[key]["version"] == now
+    assert Ledger.for_settings(runs.pipeline).decisions(doc_id_for(INBOX, key)) == []
+
+
+def test_an_unanswered_review_fails_saying_the_document_stays_quarantined():
+    """The answer timeout's end (what the scheduler's sweep resumes the task with)."""
+    from datetime import timedelta
+
+    import pytest
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from kb_airflow.review import ReviewDecisionOperator
+
+    task = ReviewDecisionOperator(task_id="decide", subject="s", options=["accept", "drop"],
+                                  response_timeout=timedelta(hours=72))
+    assert task.retries == 1  # a lost answer is asked again; a timeout is not (below)
+    with pytest.raises(AirflowFailException, match=r"no decision within 3 days.*'scans/x\.pdf' stays quarantined"):
+        task.execute_complete({"params": {"key": "scans/x.pdf"}},
+                              {"error": "The Human-in-the-loop response timeout has passed", "error_type": "timeout"})

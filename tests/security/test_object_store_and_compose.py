@@ -221,3 +221,17 @@ def test_compose_refuses_short_secrets_and_passwords_that_break_a_url():
     assert url_breaking.returncode != 0 and "KB_LEDGER_DB_PASSWORD" in url_breaking.stderr
     empty = check_secrets({k: v for k, v in good.items() if k != "REDIS_PASSWORD"} | {"REDIS_PASSWORD": ""})
     assert empty.returncode != 0 and "REDIS_PASSWORD" in empty.stderr
+
+
+def test_compose_refuses_two_identities_with_one_key():
+    """Two MinIO users with one access key are one user, with both policies; two roles with one
+    password can each act as the other."""
+    good = {name: f"{uuid.uuid4().hex}{uuid.uuid4().hex}" if value.startswith("change-me") else value
+            for name, value in env_example().items()}
+    assert check_secrets(good).returncode == 0, check_secrets(good).stderr
+    for a, b in (("OCR_S3_ACCESS_KEY", "SEARCH_S3_ACCESS_KEY"), ("AIRFLOW_S3_SECRET_KEY", "OCR_S3_SECRET_KEY"),
+                 ("QDRANT_API_KEY", "QDRANT_READ_ONLY_API_KEY"), ("AIRFLOW_DB_PASSWORD", "KB_SEARCH_DB_PASSWORD"),
+                 ("AIRFLOW_S3_ACCESS_KEY", "MINIO_ROOT_USER")):
+        same = check_secrets({**good, b: good[a]})
+        assert same.returncode != 0 and a in same.stderr and b in same.stderr, (a, b, same.stderr)
+        assert good[a] not in same.stdout + same.stderr  # names, never values

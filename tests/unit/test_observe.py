@@ -37,10 +37,13 @@ def test_run_summaries_add_up_to_the_counters_and_the_last_success():
     # a key never becomes a label value; free text is folded into "other"
     assert t.quarantined == {"malformed_pdf": 1, "other": 1}
     assert t.pages == {"text_layer": 20, "ppocr": 6}
-    assert sorted(t.landing) == [45.0, 45.0, 4000.0, 4000.0]
+    assert (t.landing_count, t.landing_sum) == (4, 8090.0)
+    assert t.landing_buckets[:2] == [0, 2] and t.landing_buckets[-1] == 4  # 30 s: none; 60 s: two; 86400 s: all
     assert t.ocr_device_seconds == 72.0 and t.ocr_cost == pytest.approx(2 * 36.0 / 3600 * 2.0)
     assert t.last_success == pytest.approx(1796119200.0)  # 10:00, the run that failed nothing
     assert t.last_run > t.last_success
+    t.add(_summary(), sign=-1)  # a run's summary taken out again (its report ran again)
+    assert t.documents["indexed"] == 2 and t.landing_count == 2 and t.runs == {"success": 0, "failed": 1}
 
 
 def test_label_values_are_short_identifiers_or_other():

@@ -203,3 +203,18 @@ def test_every_engine_error_code_is_in_the_contract_at_a_4xx_or_5xx_status():
                                                                           "bad_page_range"):
             assert refusal.scope is Scope.DOCUMENT and refusal.status == 422, cls
     assert all(400 <= r.status < 600 for r in REFUSALS.values())
+
+
+def test_clients_never_show_their_key():
+    from kb.ocr_client import OcrClient
+    from kb.search.client import SearchClient
+
+    secret = "sk-0123456789abcdef"
+    ocr = OcrClient("http://127.0.0.1:1", secret)
+    search = SearchClient("http://127.0.0.1:1", secret)
+    try:
+        for client in (ocr, search):
+            assert secret not in repr(client) and secret not in str(client), repr(client)
+            assert "127.0.0.1:1" in repr(client)
+    finally:
+        search.close()

@@ -130,8 +130,8 @@ def test_alert_names_document_version_run_failures_and_report_and_escapes_html()
             {"suite": "pages", "failures": [{"line": "expect_table_row_count_to_equal: observed 2; expected value=3"}]}]},
     }
     alert = Alert.from_record(record, "kb-artifacts")
-    for text in (alert.text(), alert.slack()["text"]):
-        for part in ("<script>x</script>.pdf", "Version: v9", "Run: manual__1", "observed 2; expected value=3",
+    for text, key in ((alert.text(), "<script>x</script>.pdf"), (alert.slack()["text"], "&lt;script&gt;x&lt;/script&gt;.pdf")):
+        for part in (key, "Version: v9", "Run: manual__1", "observed 2; expected value=3",
                      "s3://kb-artifacts/quarantine/d1/v9.json", "file:///docs/x.html"):
             assert part in text
     assert "<script>" not in alert.html() and "&lt;script&gt;" in alert.html()

@@ -4,9 +4,13 @@
 # container and MinIO itself ever hold the root credentials.
 #
 #   user                   policy (this folder)   may
-#   AIRFLOW_S3_ACCESS_KEY  kb-pipeline            read `inbox` and remove its old versions (retention); read, write and delete `kb-artifacts`
-#   OCR_S3_ACCESS_KEY      kb-ocr-read            read objects of `inbox`, nothing else
-#   SEARCH_S3_ACCESS_KEY   kb-search-read         read `inbox` and `kb-artifacts`, nothing else
+#   AIRFLOW_S3_ACCESS_KEY  kb-pipeline            list and read versions of `inbox` and remove old ones (retention); list, read, write and delete `kb-artifacts`
+#   OCR_S3_ACCESS_KEY      kb-ocr-read            read objects of `inbox` (and versions), nothing else
+#   SEARCH_S3_ACCESS_KEY   kb-search-read         read versions of objects of `inbox` (page images), nothing else
+#   EXPORTER_S3_ACCESS_KEY kb-exporter-read       list `inbox`'s versions, list and read `kb-artifacts` (run summaries)
+#
+# Each policy is what its service asks of S3, no more: tests/integration/test_s3_policies.py
+# records the requests of each service's own code and holds the policy to them.
 #
 # Re-running it sets each user's secret key again (a rotation) and re-applies the policies.
 # Whoever uploads documents needs a user of their own that may write `inbox` (docs/DEPLOY.md).
@@ -16,6 +20,7 @@ set -eu
 : "${AIRFLOW_S3_ACCESS_KEY:?}" "${AIRFLOW_S3_SECRET_KEY:?}"
 : "${OCR_S3_ACCESS_KEY:?}" "${OCR_S3_SECRET_KEY:?}"
 : "${SEARCH_S3_ACCESS_KEY:?}" "${SEARCH_S3_SECRET_KEY:?}"
+: "${EXPORTER_S3_ACCESS_KEY:?}" "${EXPORTER_S3_SECRET_KEY:?}"
 here="${0%/*}"  # this folder, mounted read-only (no dirname in the mc image needed)
 
 mc alias set kb http://minio:9000 "$MINIO_ROOT_USER" "$MINIO_ROOT_PASSWORD" >/dev/null
@@ -38,3 +43,4 @@ service_user() {
 service_user airflow "$AIRFLOW_S3_ACCESS_KEY" "$AIRFLOW_S3_SECRET_KEY" kb-pipeline
 service_user ocr-service "$OCR_S3_ACCESS_KEY" "$OCR_S3_SECRET_KEY" kb-ocr-read
 service_user search-service "$SEARCH_S3_ACCESS_KEY" "$SEARCH_S3_SECRET_KEY" kb-search-read
+service_user kb-exporter "$EXPORTER_S3_ACCESS_KEY" "$EXPORTER_S3_SECRET_KEY" kb-exporter-read

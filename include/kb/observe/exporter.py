@@ -17,6 +17,7 @@ import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Iterator
@@ -49,13 +50,16 @@ def bounded(value: Any) -> str:
 
 @dataclass
 class RunTotals:
-    """The sums over every run summary read so far."""
+    """The sums over the run summaries folded in so far. Bounded whatever the history: the
+    landing times are kept as the histogram's bucket counts, not one by one."""
 
     runs: dict[str, int] = field(default_factory=lambda: {"success": 0, "failed": 0})
     documents: dict[str, int] = field(default_factory=lambda: {k: 0 for k in OUTCOMES})
     quarantined: dict[str, int] = field(default_factory=dict)
     pages: dict[str, int] = field(default_factory=dict)
-    landing: list[float] = field(default_factory=list)
+    landing_buckets: list[int] = field(default_factory=lambda: [0] * len(LANDING_BUCKETS))
+    landing_count: int = 0
+    landing_sum: float = 0.0
     ocr_pages: int = 0
     ocr_device_seconds: float = 0.0
     ocr_cost: float = 0.0
@@ -69,26 +73,33 @@ class RunTotals:
             totals.add(summary)
         return totals
 
-    def add(self, s: dict[str, Any]) -> None:
+    def add(self, s: dict[str, Any], sign: int = 1) -> None:
+        """Fold one summary in (``sign`` -1: take one out again, for a run whose report ran again)."""
         succeeded = not s.get("documents_failed")
-        self.runs["success" if succeeded else "failed"] += 1
+        self.runs["success" if succeeded else "failed"] += sign
         for outcome, name in OUTCOMES.items():
-            self.documents[outcome] += int(s.get(name) or 0)
+            self.documents[outcome] += sign * int(s.get(name) or 0)
         for q in s.get("quarantine") or []:
             code = bounded(q.get("code"))
-            self.quarantined[code] = self.quarantined.get(code, 0) + 1
+            self.quarantined[code] = self.quarantined.get(code, 0) + sign
         for backend, n in (s.get("pages_by_backend") or {}).items():
-            self.pages[bounded(backend)] = self.pages.get(bounded(backend), 0) + int(n)
-        self.landing.extend(float(d["searchable_seconds"]) for d in s.get("documents") or []
-                            if d.get("status") == Status.INDEXED and d.get("searchable_seconds") is not None)
+            self.pages[bounded(backend)] = self.pages.get(bounded(backend), 0) + sign * int(n)
+        for d in s.get("documents") or []:
+            if d.get("status") == Status.INDEXED and d.get("searchable_seconds") is not None:
+                seconds = float(d["searchable_seconds"])
+                self.landing_count += sign
+                self.landing_sum += sign * seconds
+                for i, le in enumerate(LANDING_BUCKETS):
+                    if seconds <= le:
+                        self.landing_buckets[i] += sign
         ocr = s.get("ocr") or {}
         pages, device = int(ocr.get("pages") or 0), float(ocr.get("device_seconds") or 0.0)
-        self.ocr_pages += pages
-        self.ocr_device_seconds += device
+        self.ocr_pages += sign * pages
+        self.ocr_device_seconds += sign * device
         per_1000 = cost.cost_per_1000_pages(ocr.get("gpu_cost_per_hour"), pages, device)
-        self.ocr_cost += 0.0 if per_1000 is None else per_1000 * pages / 1000
+        self.ocr_cost += sign * (0.0 if per_1000 is None else per_1000 * pages / 1000)
         finished = _timestamp(s.get("finished_at"))
-        if finished is not None:
+        if finished is not None and sign > 0:
             self.last_run = max(self.last_run or 0.0, finished)
             if succeeded:
                 self.last_success = max(self.last_success or 0.0, finished)
@@ -101,29 +112,83 @@ def _timestamp(iso: str | None) -> float | None:
         return None
 
 
-class SummaryCache:
-    """Run summaries by run folder. A summary, once read, is kept: a run's report writes it
-    at the end of the run, so it is read once it exists (a folder without one yet is looked
-    at again on the next scrape)."""
+class RunLog:
+    """The run summaries, each folded into ``totals`` once, in bounded memory and at a cost per
+    scrape that is what finished since the last one.
 
-    def __init__(self, store: ObjectStore, bucket: str) -> None:
+    The first look reads every summary there is (every run folder, once); after it, the
+    ``runs-finished/`` markers (named by time) are listed from where the last look stopped,
+    less ``overlap_s`` for markers written late by a clock or a slow store, which are told
+    apart by key. A run whose report ran again (a rerun) writes a new summary and a new
+    marker: the last ``recent`` runs' summaries are kept, so its old one is taken out first.
+    """
+
+    def __init__(self, store: ObjectStore, bucket: str, recent: int = 1000, overlap_s: float = 120.0) -> None:
         self.store, self.bucket = store, bucket
-        self._by_folder: dict[str, dict[str, Any]] = {}
+        self.recent, self.overlap_s = recent, overlap_s
+        self.totals = RunTotals()
+        self._summaries: OrderedDict[str, dict[str, Any]] = OrderedDict()  # run -> its summary, the last `recent`
+        self._markers: set[str] = set()  # markers within the overlap, already folded
+        self._latest: str | None = None  # the newest marker's time (ISO 8601)
 
-    def summaries(self) -> list[dict[str, Any]]:
-        for folder in self.store.list_folders(self.bucket, ArtifactKeys.RUNS):
-            if folder not in self._by_folder:
-                summary = self.store.get_json(self.bucket, f"{folder}{ArtifactKeys.SUMMARY}")
-                if summary is not None:
-                    self._by_folder[folder] = summary
-        return list(self._by_folder.values())
+    def update(self) -> RunTotals:
+        if self._latest is None:
+            markers = self.store.keys_after(self.bucket, ArtifactKeys.RUNS_FINISHED)
+            for folder in self.store.list_folders(self.bucket, ArtifactKeys.RUNS):
+                self._fold(folder[len(ArtifactKeys.RUNS):].rstrip("/"))
+            self._seen(markers)
+            self._latest = self._latest or ""
+            return self.totals
+        start = _iso_before(self._latest, self.overlap_s) if self._latest else None
+        after = f"{ArtifactKeys.RUNS_FINISHED}{start}" if start else None
+        new = [m for m in self.store.keys_after(self.bucket, ArtifactKeys.RUNS_FINISHED, after)
+               if m not in self._markers]
+        for marker in new:
+            self._fold(ArtifactKeys.run_of_finished(marker))
+        self._seen(new)
+        return self.totals
+
+    def kept(self) -> int:
+        """Summaries held in memory: at most ``recent``, whatever the history."""
+        return len(self._summaries)
+
+    def _fold(self, run: str) -> None:
+        summary = self.store.get_json(self.bucket, f"{ArtifactKeys.RUNS}{run}/{ArtifactKeys.SUMMARY}")
+        if summary is None:  # a run still going: its marker comes with its summary
+            return
+        old = self._summaries.pop(run, None)
+        if old is not None:
+            if old.get("finished_at") == summary.get("finished_at"):
+                self._summaries[run] = old  # the same summary, seen again
+                return
+            self.totals.add(old, sign=-1)
+        self.totals.add(summary)
+        self._summaries[run] = summary
+        while len(self._summaries) > self.recent:
+            self._summaries.popitem(last=False)
+
+    def _seen(self, markers: list[str]) -> None:
+        for marker in markers:
+            at = marker[len(ArtifactKeys.RUNS_FINISHED):].split("/", 1)[0]
+            if self._latest is None or at > self._latest:
+                self._latest = at
+        self._markers.update(markers)
+        if self._latest:
+            horizon = f"{ArtifactKeys.RUNS_FINISHED}{_iso_before(self._latest, self.overlap_s)}"
+            self._markers = {m for m in self._markers if m > horizon}
+
+
+def _iso_before(iso: str, seconds: float) -> str:
+    from datetime import timedelta
+
+    return (datetime.fromisoformat(iso) - timedelta(seconds=seconds)).isoformat(timespec="seconds")
 
 
 class PipelineCollector(Collector):
     def __init__(self, store: ObjectStore, settings: PipelineSettings, ledger: Ledger,
                  min_interval_s: float = 10.0) -> None:
         self.store, self.settings, self.ledger = store, settings, ledger
-        self.summaries = SummaryCache(store, settings.artifacts_bucket)
+        self.runs = RunLog(store, settings.artifacts_bucket)
         self.min_interval_s = min_interval_s
         self._lock = threading.Lock()
         self._snapshot: list[Metric] = []
@@ -152,15 +217,15 @@ class PipelineCollector(Collector):
         yield errors
 
     def _runs(self) -> Iterator[Metric]:
-        t = RunTotals.of(self.summaries.summaries())
+        t = self.runs.update()
         yield _counter("kb_pipeline_runs", "Runs by result (failed: some document failed)", "result", t.runs)
         yield _counter("kb_pipeline_documents", "Document versions a run finished, by outcome", "outcome", t.documents)
         yield _counter("kb_pipeline_quarantined", "Quarantined document versions by reason", "code", t.quarantined)
         yield _counter("kb_pipeline_pages", "Pages indexed, by the backend that read them", "backend", t.pages)
         hist = HistogramMetricFamily("kb_pipeline_landing_to_searchable_seconds",
                                      "From a version's landing in the inbox to the end of its indexing")
-        buckets = [(str(float(le)), sum(1 for v in t.landing if v <= le)) for le in LANDING_BUCKETS]
-        hist.add_metric([], buckets + [("+Inf", len(t.landing))], sum_value=sum(t.landing))
+        buckets = [(str(float(le)), n) for le, n in zip(LANDING_BUCKETS, t.landing_buckets)]
+        hist.add_metric([], buckets + [("+Inf", t.landing_count)], sum_value=t.landing_sum)
         yield hist
         yield CounterMetricFamily("kb_pipeline_ocr_pages", "Pages read by an OCR backend", value=t.ocr_pages)
         yield CounterMetricFamily("kb_pipeline_ocr_device_seconds", "Device time of OCR pages",

@@ -10,11 +10,11 @@ out through ``deliver``: one message, each channel once, a failed channel not st
 
 from __future__ import annotations
 
-import html
 import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
+from kb import channels
 from kb.artifacts import AlertEvent, ArtifactKeys
 from kb.ledger import now_iso
 from kb.objectstore import ObjectInfo
@@ -107,19 +107,10 @@ class LinesMessage:
         raise NotImplementedError
 
     def html(self) -> str:
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())
-        return f"<p>{html.escape(self.subject)}</p><ul>{items}</ul>"
+        return channels.html_body(self.subject, self.lines())
 
     def slack(self) -> dict[str, Any]:
-        text = "\n".join(self.lines())
-        return {
-            "text": f"{self.subject}\n{text}",
-            "blocks": [
-                {"type": "header", "text": {"type": "plain_text", "text": self.subject[:150]}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}},
-            ],
-            "kb": self.payload(),
-        }
+        return channels.slack_payload(self.subject, self.lines(), self.payload())
 
 
 @dataclass

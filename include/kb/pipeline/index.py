@@ -275,10 +275,13 @@ def retire(ctx: Context, doc_ids: list[str], run_id: str) -> int:
     with open_writer(ctx.settings) as vs:
         for doc_id in doc_ids:
             vs.delete_document(doc_id)
+    def deleted(entry: LedgerEntry | None) -> LedgerEntry | None:
+        if entry is None:
+            return None
+        entry.status, entry.run_id = Status.DELETED, run_id
+        entry.indexed_sha256 = entry.indexed_version_id = entry.indexed_chunks = None
+        return entry
+
     for doc_id in doc_ids:
-        entry = ctx.ledger.get(doc_id)
-        if entry:
-            entry.status, entry.run_id = Status.DELETED, run_id
-            entry.indexed_sha256 = entry.indexed_version_id = entry.indexed_chunks = None
-            ctx.ledger.put(entry)
+        ctx.ledger.update(doc_id, deleted)
     return len(doc_ids)

@@ -30,15 +30,21 @@ def code_of(exc: Exception) -> str:
 
 
 def record(ctx: Context, entry: LedgerEntry | None, obj: ObjectInfo, **fields: Any) -> LedgerEntry:
-    """Update (or start) the document's ledger entry for version ``obj``."""
-    entry = entry or LedgerEntry.new(obj, fields["status"])
-    if not entry.same_version(obj):
-        entry.review = None  # a review decides about one version; a new one is undecided
-    entry.etag, entry.version_id, entry.size = obj.etag, obj.version_id, obj.size
-    for name, value in fields.items():
-        setattr(entry, name, value)
-    ctx.ledger.put(entry)
-    return entry
+    """Set ``fields`` on the document's ledger entry for version ``obj`` (or start one).
+
+    ``entry`` is what the caller read, maybe long ago (an index task reads it before
+    embedding); the fields are set on the entry as the ledger holds it now, so what another
+    writer did meanwhile (a reviewer's decision) is kept (``Ledger.update``)."""
+    def change(current: LedgerEntry | None) -> LedgerEntry:
+        new = current or LedgerEntry.new(obj, fields["status"])
+        if not new.same_version(obj):
+            new.review = None  # a review decides about one version; a new one is undecided
+        new.etag, new.version_id, new.size = obj.etag, obj.version_id, obj.size
+        for name, value in fields.items():
+            setattr(new, name, value)
+        return new
+
+    return ctx.ledger.update(doc_id_for(obj.bucket, obj.key), change)
 
 
 def _base_record(obj: ObjectInfo, run_id: str, sha256: str | None, where: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from kb.artifacts import ArtifactKeys
 from kb.ledger import Status, now_iso
+from kb.objectstore import ObjectStore
 from kb.pipeline.accounting import OcrUsage, merge, usage_summary
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, Plan, Sensed, Swept
@@ -66,12 +67,18 @@ def _ocr(usage: dict[str, Any] | None, gpu_cost_per_hour: float | None) -> dict[
     return None if usage is None else usage_summary(OcrUsage.from_dict(usage), gpu_cost_per_hour)
 
 
+def save_summary(store: ObjectStore, bucket: str, run_id: str, summary: dict[str, Any]) -> None:
+    """The run's summary, then its marker under ``runs-finished/`` (what the exporter lists)."""
+    store.put_json(bucket, ArtifactKeys.run_summary(run_id), summary)
+    store.put_json(bucket, ArtifactKeys.run_finished(summary["finished_at"], run_id), {"run_id": run_id})
+
+
 def report(ctx: Context, run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentResult],
            seconds: float | None = None, swept: Swept | None = None) -> dict[str, Any]:
     summary = summarize(run_id, sensed, plan, results, seconds, ctx.settings.gpu_cost_per_hour, swept)
     # the tasks that finished before this one (report and alert record theirs afterwards)
     summary["peak_rss_mb"] = peak_by_task(run_usage(ctx, run_id))
-    ctx.store.put_json(ctx.artifacts, ArtifactKeys.run_summary(run_id), summary)
+    save_summary(ctx.store, ctx.artifacts, run_id, summary)
     # the OCR totals stay in the log line (a dozen numbers); the per-document rows do not
     log.info("run summary: %s", {k: v for k, v in summary.items()
                                  if k not in ("quarantine", "failed", "limits", "documents", "peak_rss_mb",

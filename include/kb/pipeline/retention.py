@@ -9,7 +9,8 @@ admin/worker processes, which ``weed server`` does not run; and on a bucket with
 versioning an ``Expiration`` rule becomes a TTL stamped on each object as it is written,
 which cannot be lifted later.
 
-Each run, after indexing, in two bounded steps:
+Each run, after indexing, in two bounded steps, the second first (so what a run finds waits
+at least until the next run, whatever the retention):
 
 1. **look**: at most ``SWEEP_DOCUMENTS`` documents whose ledger entry changed since the
    sweep last looked at them. Their page-result folders, quarantine folders and inbox
@@ -158,8 +159,11 @@ def sweep(ctx: Context, at: datetime | None = None) -> Swept:
     """One run's retention sweep (``at``: the time it takes as now)."""
     s = ctx.settings
     at = at or now()
-    looked_at, found = look(ctx, at)
+    # Expire first, then look: what this sweep finds waits at least until the next one, so
+    # KB_ARTIFACT_RETENTION_DAYS=0 removes at the next run, as documented, never in the run
+    # that found it (a run that retires a document does not also delete its artifacts).
     removed, objects, refused = expire(ctx, at - timedelta(days=s.artifact_retention_days), s.retention_sweep_objects)
+    looked_at, found = look(ctx, at)
     result = Swept(
         retention_days=s.artifact_retention_days, looked_at=looked_at, found=found, expired=len(removed),
         objects_removed=objects, bytes_removed=sum(r["bytes"] for r in removed), waiting=ctx.ledger.expiring_count(),

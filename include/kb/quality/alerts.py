@@ -9,10 +9,10 @@ report and the Data Docs are.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Any
 
+from kb import channels
 from kb.artifacts import AlertEvent
 
 
@@ -72,17 +72,10 @@ class Alert:
         return "\n".join(self.lines())
 
     def html(self) -> str:
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines())
-        return f"<p>{html.escape(self.subject)}</p><ul>{items}</ul>"
+        return channels.html_body(self.subject, self.lines())
 
     def slack(self) -> dict[str, Any]:
-        """Slack's incoming-webhook shape; ``text`` alone is enough for compatible receivers."""
-        return {
-            "text": f"{self.subject}\n{self.text()}",
-            "blocks": [
-                {"type": "header", "text": {"type": "plain_text", "text": self.subject[:150]}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(self.lines())[:2900]}},
-            ],
-            "kb": {"event": self.event.value, "doc_id": self.doc_id, "key": self.key, "version": self.version, "run_id": self.run_id,
-                   "code": self.code, "failures": self.failures, "report": self.report, "docs_url": self.docs_url},
-        }
+        return channels.slack_payload(self.subject, self.lines(), {
+            "event": self.event.value, "doc_id": self.doc_id, "key": self.key, "version": self.version,
+            "run_id": self.run_id, "code": self.code, "failures": self.failures, "report": self.report,
+            "docs_url": self.docs_url})

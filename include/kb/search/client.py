@@ -3,7 +3,7 @@ that searches starts in a fraction of a second (no torch, no Qdrant client)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -23,7 +23,7 @@ class SearchServiceError(KbError):
 @dataclass
 class SearchClient:
     base_url: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)  # a secret: never in a repr
     timeout_s: float = 30.0
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.decisions import Decision
-from kb.errors import KbError
+from kb.errors import KbError, ReviewedAnotherVersion
 from kb_dev.cli.stack import client_env
 
 
@@ -136,8 +136,8 @@ def cmd_review_list(args: argparse.Namespace) -> int:
                 waiting = review.waiting_requests(client)
             finally:
                 client.close()
-    rows = [{"key": e.key, "code": (e.error or {}).get("code"), "message": (e.error or {}).get("message"),
-             "since": e.updated_at, "run_id": e.run_id,
+    rows = [{"key": e.key, "version": e.sha256 or e.version_id or e.etag, "code": (e.error or {}).get("code"),
+             "message": (e.error or {}).get("message"), "since": e.updated_at, "run_id": e.run_id,
              "review_run_id": waiting[e.key].run_id if e.key in waiting else None} for e in queue]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -147,8 +147,9 @@ def cmd_review_list(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         asked = f"  (waiting in kb_review run {r['review_run_id']})" if r["review_run_id"] else ""
-        print(f"{r['key']}  since {r['since']}  {r['code']}: {r['message']}{asked}")
-    print(f"{len(rows)} document(s); decide with `kb review decide KEY {'|'.join(d.value for d in Decision)}`")
+        print(f"{r['key']}  version {(r['version'] or '?')[:12]}  since {r['since']}  {r['code']}: {r['message']}{asked}")
+    print(f"{len(rows)} document(s); decide with `kb review decide KEY {'|'.join(d.value for d in Decision)} "
+          "[--version VERSION]`")
     return 0
 
 
@@ -170,6 +171,8 @@ def _quality_params(pairs: list[str]) -> dict[str, Any]:
 
 
 def cmd_review_decide(args: argparse.Namespace) -> int:
+    from kb.ledger import doc_id_for
+    from kb.ledger_db import Ledger
     from kb.objectstore import ObjectStore
     from kb.settings import PipelineSettings
     from kb_dev import review
@@ -177,9 +180,22 @@ def cmd_review_decide(args: argparse.Namespace) -> int:
 
     s = client_env()
     quality = _quality_params(args.param or [])
+    p = PipelineSettings()
+    entry = Ledger.for_settings(p, ObjectStore.from_settings()).get(doc_id_for(p.inbox_bucket, args.key))
+    current = entry and (entry.sha256 or entry.version_id or entry.etag)
+    version = args.version
+    if version is None:  # the version quarantined now is the one this decision is about
+        version = current
+        if version:
+            print(f"{args.key}: deciding about version {version[:12]} (the one quarantined now)")
+    elif entry is not None and version not in {entry.sha256, entry.etag, entry.version_id} - {None}:
+        # refused here already; kb_review's act checks again, against a version landing meanwhile
+        raise ReviewedAnotherVersion(
+            f"{args.key}: the decision is about version {version}, but the version quarantined now is {current}; "
+            "that version stays in the review queue (`kb review list`): look at it and decide again")
     client = airflow_client(s)
     try:
-        decided = review.decide(client, args.key, args.decision, quality)
+        decided = review.decide(client, args.key, args.decision, quality, version=version)
         r = decided.response
         print(f"{args.key}: {r.chosen_options[0]} by {r.responded_by} at {r.responded_at} "
               f"(kb_review run {decided.review_run_id})")
@@ -218,6 +234,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("decision", choices=[d.value for d in Decision])
     b.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="a quality threshold for this document alone (repeat), e.g. max_empty_page_share=0.9")
+    b.add_argument("--version", help="the version decided about (sha256, ETag or version id, as `kb review list` "
+                                     "shows it); default: the one quarantined when the command starts. A decision "
+                                     "about a version no longer quarantined is refused")
     b.add_argument("--wait", action="store_true", help="follow the review run and the kb_ingest run it triggers")
     b.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for each run")
     b.set_defaults(func=cmd_review_decide)
