@@ -27,7 +27,7 @@ from ocr_engine.backends.interface import Backend, Call
 from ocr_engine.backends.names import AUTO
 from ocr_engine.backends.registry import Registry
 from ocr_engine.documents import check_range, close_pdf, open_pdf
-from ocr_engine.errors import TooManyPages
+from ocr_engine.errors import Busy, TooManyPages
 from ocr_engine.limits import EngineLimits
 from ocr_engine.pace import PageClock
 from ocr_engine.schema import FAILED, PageResult
@@ -91,11 +91,21 @@ class OcrEngine:
 
     # --- for admission: what a call will hold, and the decoder's batching ------------------
 
-    def route(self, source: bytes, first: int = 1, last: int | None = None, backend: str = AUTO) -> Routes:
+    def route(self, source: bytes, first: int = 1, last: int | None = None, backend: str = AUTO, *,
+              max_pages: int | None = None, wait_s: float | None = None) -> Routes:
         """Which backend ``parse_pdf`` will send each page of the range to; a bad document or
-        range raises the same typed error ``parse_pdf`` would."""
-        with self._mupdf, self._opened(source, first, last) as (doc, pages):
-            return self.registry.route(doc, pages, backend, self.settings)
+        range raises the same typed error ``parse_pdf`` would, a range over ``max_pages``
+        included, before a page is read. ``wait_s``: the longest wait for MuPDF (``Busy``
+        after it), so admission never waits on another request's pages for ever."""
+        if not self._mupdf.acquire(timeout=-1 if wait_s is None else max(0.0, wait_s)):
+            raise Busy("MuPDF stayed busy with other requests past the queue timeout")
+        try:
+            with self._opened(source, first, last) as (doc, pages):
+                if max_pages is not None and len(pages) > max_pages:
+                    raise TooManyPages(f"{len(pages)} pages requested; the limit per request is {max_pages}")
+                return self.registry.route(doc, pages, backend, self.settings)
+        finally:
+            self._mupdf.release()
 
     def kv_bytes(self, routes: Routes) -> int:
         """The KV cache the largest call of a request so routed holds (a backend cuts its pages

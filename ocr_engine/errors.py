@@ -74,6 +74,12 @@ class BackendUnavailable(EngineError):
     code = "backend_unavailable"
 
 
+class Busy(EngineError):
+    """The engine stayed busy with other work past the caller's wait (try again later)."""
+
+    code = "overloaded"
+
+
 class Cancelled(EngineError):
     """The caller gave up (a request timeout); the work stopped at the next page or token."""
 

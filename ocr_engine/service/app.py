@@ -14,12 +14,11 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, File, Form, Request, UploadFile
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ocr_engine.backends.names import AUTO
 from ocr_engine.engine import OcrEngine
 from ocr_engine.service import contract, parsing
 from ocr_engine.service import errors as E
@@ -119,16 +118,13 @@ def _routes(app: FastAPI, state: ServiceState) -> None:
         return state.published_limits().as_dict()
 
     @app.post("/v1/parse")
-    async def parse(
-        request: Request,
-        file: UploadFile | None = File(None),
-        s3_uri: str | None = Form(None),
-        pages: str | None = Form(None),
-        backend: str = Form(AUTO),
-        output: str = Form("json"),
-    ):
-        job = await parsing.read_request(state, file, s3_uri, pages, backend, output)
-        results = await parsing.parse(state, job)
+    async def parse(request: Request):
+        """Form fields ``file`` (an upload) or ``s3_uri``, ``pages``, ``backend``, ``output``. The
+        request takes a place before its form is read (429 when none is free), so what the
+        service holds in memory is bounded by its places, not by what clients send."""
+        async with state.place():
+            job = await parsing.read_form(state, request)
+            results = await parsing.parse(state, job)
         if job.output == "markdown":
             text = "\n\n".join(f"<!-- page {r.page} -->\n\n{r.markdown}" for r in results)
             return PlainTextResponse(text, media_type="text/markdown")

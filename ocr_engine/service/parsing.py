@@ -1,6 +1,9 @@
 """One ``POST /v1/parse``: the request read and checked, then admission, a slot, the engine.
 
-1. ``read_request``: the form's fields checked (400s), the document read (upload or s3://).
+0. The route takes a place (``ServiceState.place``) before anything of the request is read:
+   429 at once when every slot and queue place is taken.
+1. ``read_form`` / ``read_request``: the form's fields checked (400s), the document read
+   (upload or s3://), at most ``max_file_bytes`` of it.
 2. ``reserve_kv``: where the OCR backend holds a KV cache, the request reserves what its
    largest call will hold (``admission.py``: 413 if it never could fit, a wait in order if
    it does not fit yet).
@@ -22,13 +25,17 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 import anyio
-from fastapi import UploadFile
+from fastapi import Request
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 
 from ocr_engine import errors as engine_errors
+from ocr_engine.backends.names import AUTO
 from ocr_engine.engine import Routes
 from ocr_engine.schema import PageResult
 from ocr_engine.service import errors as E
 from ocr_engine.service.admission import Ticket
+from ocr_engine.service.http import BodyTooLarge
 from ocr_engine.service.s3 import read_s3
 from ocr_engine.service.state import ServiceState
 
@@ -70,6 +77,38 @@ def parse_page_range(text: str | None) -> tuple[int, int | None]:
     if first < 1 or last < first:
         raise E.BadRequest(f"page range {text!r} is empty or starts before page 1", code="bad_page_range")
     return first, last
+
+
+FORM_FIELDS = {"file", "s3_uri", "pages", "backend", "output"}
+
+
+async def read_form(state: ServiceState, request: Request) -> ParseRequest:
+    """The multipart form read (the file part spooled by the framework, the other fields
+    small), then ``read_request``."""
+    try:
+        form = await request.form(max_files=1, max_fields=len(FORM_FIELDS))
+    except BodyTooLarge:
+        raise  # 413, answered by the app's handler
+    except HTTPException as exc:  # the framework's refusal of a malformed or over-full form
+        raise E.BadRequest(f"the request is not a form this service reads: {exc.detail}", code="bad_source") from None
+    unknown = set(form) - FORM_FIELDS
+    if unknown:
+        raise E.BadRequest(f"unknown form field(s) {sorted(unknown)}; send {sorted(FORM_FIELDS)}", code="bad_source")
+    file = form.get("file")
+    if file is not None and not isinstance(file, UploadFile):  # a field where the file should be
+        raise E.ServiceError("file must be an upload, not a form field", code="invalid_request")
+
+    def text(name: str, default: str | None = None) -> str | None:
+        value = form.get(name, default)
+        if value is not None and not isinstance(value, str):
+            raise E.ServiceError(f"{name} must be a form field, not a file", code="invalid_request")
+        return value
+
+    try:
+        return await read_request(state, file, text("s3_uri"), text("pages"), text("backend", AUTO) or AUTO,
+                                  text("output", "json") or "json")
+    finally:
+        await form.close()
 
 
 async def read_request(state: ServiceState, file: UploadFile | None, s3_uri: str | None, pages: str | None,
@@ -120,8 +159,9 @@ async def reserve_kv(state: ServiceState, request: ParseRequest) -> Reservation 
         return None
     engine = state.engine
     try:  # what the range will hold: the calls of its pages (a bad document is 422 here)
-        routes = await anyio.to_thread.run_sync(engine.route, request.data, request.first, request.last,
-                                                request.backend)
+        routes = await anyio.to_thread.run_sync(
+            lambda: engine.route(request.data, request.first, request.last, request.backend,
+                                 max_pages=state.settings.max_pages_per_request, wait_s=request.queue_left()))
         nbytes = engine.kv_bytes(routes)
     except engine_errors.EngineError as exc:
         raise E.from_engine(exc) from exc

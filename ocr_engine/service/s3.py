@@ -69,9 +69,17 @@ def read_s3(settings: ServiceSettings, uri: str, limit: int) -> bytes:
         stat = client.stat_object(ref.bucket, ref.key, version_id=ref.version_id)
         if (stat.size or 0) > limit:
             raise E.PayloadTooLarge(f"{uri} is over the {limit / 2**20:g} MB limit")
-        resp = client.get_object(ref.bucket, ref.key, version_id=ref.version_id)
+        # never more than the limit, whatever the server sends (an object replaced between
+        # the two calls): a range of limit + 1 bytes, and the count checked as they come
+        resp = client.get_object(ref.bucket, ref.key, version_id=ref.version_id, length=limit + 1)
         try:
-            return resp.read()
+            chunks, size = [], 0
+            for chunk in resp.stream(1 << 20):
+                size += len(chunk)
+                if size > limit:
+                    raise E.PayloadTooLarge(f"{uri} is over the {limit / 2**20:g} MB limit")
+                chunks.append(chunk)
+            return b"".join(chunks)
         finally:
             resp.close()
             resp.release_conn()

@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ocr_engine.backends.interface import Backend
 from ocr_engine.backends.names import AUTO
 from ocr_engine.engine import OcrEngine
+from ocr_engine.service import errors as E
 from ocr_engine.service.admission import KvAdmission
 from ocr_engine.service.contract import KvLimits, PublishedLimits, RequestLimits
 from ocr_engine.service.metrics import Metrics
@@ -44,6 +47,7 @@ class ServiceState:
     ready: bool = False
     draining: bool = False
     waiting: int = 0  # requests waiting for a slot
+    admitted: int = 0  # requests holding a place: reading their document, waiting, or parsing
 
     @classmethod
     def of(cls, settings: ServiceSettings, engine: OcrEngine) -> "ServiceState":
@@ -62,6 +66,25 @@ class ServiceState:
     def queue_changed(self, by: int) -> None:
         self.waiting += by
         self.metrics.queue_depth.set(self.waiting)
+
+    @property
+    def places(self) -> int:
+        """Requests the service holds at once: one per engine slot and per queue place. A
+        request takes its place before its body or its S3 object is read, so the documents in
+        memory are at most this many of ``max_file_bytes``, whatever arrives."""
+        return self.settings.max_concurrency + self.settings.max_queue
+
+    @asynccontextmanager
+    async def place(self) -> AsyncIterator[None]:
+        """A place for one request, or 429 at once: nothing of the request is read first."""
+        if self.admitted >= self.places:
+            raise E.Overloaded(f"all {self.places} places (slots and queue) are taken; retry later",
+                               headers={"Retry-After": str(self.settings.retry_after_s)})
+        self.admitted += 1
+        try:
+            yield
+        finally:
+            self.admitted -= 1
 
     # --- start and stop ---------------------------------------------------------------------
 

@@ -177,3 +177,17 @@ def test_artifacts_of_superseded_and_deleted_versions_expire_after_the_retention
     dr, summary = run_ingest()
     assert summary["retention"]["objects_removed"] == 0
 
+
+
+def test_a_forced_run_on_one_folder_leaves_a_folder_differing_only_in_case(kb_env):
+    """S3 keys are case-sensitive: a forced run on Reports/ (which bypasses the retire guard)
+    must not retire reports/lower.pdf, as it did while SQLite's LIKE compared without case."""
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    store.put_bytes(inbox, "Reports/upper.pdf", make_pdf(coded_pages("upper", 1)), content_type="application/pdf")
+    store.put_bytes(inbox, "reports/lower.pdf", make_pdf(coded_pages("lower", 1)), content_type="application/pdf")
+    dr, summary = run_ingest()
+    assert dr.state == "success" and summary["documents_indexed"] == 2
+    dr, summary = run_ingest(prefix="Reports/", force=True)
+    assert dr.state == "success" and summary["documents_deleted"] == 0, summary
+    assert _entry(kb_env, "reports/lower.pdf").status == Status.INDEXED
+    assert points_by_doc("reports/lower.pdf") and points_by_doc("Reports/upper.pdf")

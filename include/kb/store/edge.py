@@ -52,8 +52,10 @@ def shard_config(dimension: int, s: StoreSettings) -> qe.EdgeConfig:
     return qe.EdgeConfig(
         vectors={DENSE: dense},
         # Qdrant keeps the document frequencies and applies IDF at query time
-        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        # the sparse index stays on disk (mmap): a query reads the few postings of its terms
+        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf, memory=qe.Memory.Cold)},
         payload_memory=qe.Memory.Cold,
+        id_tracker_memory=qe.Memory.Cold,
         optimizers=qe.EdgeOptimizersConfig(indexing_threshold=s.indexing_threshold_kb,
                                            default_segment_number=s.segments, max_segment_size=s.max_segment_kb),
         max_search_threads=s.search_threads,
@@ -94,11 +96,11 @@ def open_shard(path: Path, dimension: int | None, s: StoreSettings) -> qe.EdgeSh
         if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
             raise StoreBusy(f"the store's shard at {path} is open in another process") from None
         raise
-    for field in KEYWORD_FIELDS:
-        shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+    for field in KEYWORD_FIELDS:  # on disk too: a filter reads its value's postings
+        shard.update(qe.UpdateOperation.create_field_index(field, qe.KeywordIndexParams(memory=qe.Memory.Cold)))
     for field in INTEGER_FIELDS:
         shard.update(qe.UpdateOperation.create_field_index(
-            field, qe.IntegerIndexParams(lookup=True, range=True)))
+            field, qe.IntegerIndexParams(lookup=True, range=True, memory=qe.Memory.Cold)))
     return shard
 
 
@@ -266,8 +268,11 @@ class EdgeStore:
         return [Hit.of(i, score, payloads.get(i)) for i, score in fused]
 
     def _params(self, exact: bool) -> qe.SearchParams:
-        quantization = (qe.QuantizationSearchParams(rescore=True, oversampling=self.settings.oversampling)
-                        if self.settings.quantize else None)
+        quantization = None
+        if exact:  # brute force over the original vectors: the reference HNSW's recall is measured against
+            quantization = qe.QuantizationSearchParams(ignore=True)
+        elif self.settings.quantize:
+            quantization = qe.QuantizationSearchParams(rescore=True, oversampling=self.settings.oversampling)
         return qe.SearchParams(hnsw_ef=self.settings.hnsw_ef, exact=exact, quantization=quantization)
 
     # --- upkeep ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ Its ``__call__`` gives the reader the search service and ``Retriever`` use: ``se
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
@@ -66,6 +67,7 @@ class ReplicaSet:
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self.generation: str | None = None  # the newest log row a copy has applied (for /ready)
+        self._turns = itertools.count()
         self.reloads = 0  # kept for the service's metrics: copies are never reloaded
         self.loaded_at: float | None = None
 
@@ -150,15 +152,19 @@ class ReplicaSet:
     # --- asking --------------------------------------------------------------------------
 
     def _order(self) -> list[_Copy]:
-        """Copies that answer, the most up to date first; then the others, as a last resort."""
+        """Copies that answer, the most up to date first, taking turns among equals (so both
+        copies share the queries and keep their pages warm); then the others, as a last resort."""
         now = time.time()
 
         def rank(copy: _Copy) -> tuple:
             state = self.states.get(copy.name)
             ready = state is not None and state.alive(now) and not state.optimizing
-            return (not ready, -(state.applied if state else 0), copy.name)
+            return (not ready, -(state.applied if state else 0))
 
-        return sorted(self.copies, key=rank)
+        ranked = sorted(self.copies, key=rank)
+        first = [c for c in ranked if rank(c) == rank(ranked[0])]
+        turn = next(self._turns) % len(first)
+        return first[turn:] + first[:turn] + ranked[len(first):]
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         tried = []
