@@ -13,8 +13,9 @@ A reviewer decides what happens to one quarantined document (param `key`, its in
 
    and may set `quality` (threshold overrides for this document alone, e.g.
    `{"max_empty_page_share": 0.9}`). Answer it in the UI (Browse → Required actions) or with
-   `kb review decide KEY DECISION`. No answer within `KB_REVIEW_ANSWER_TIMEOUT_S` (3 days)
-   fails the run saying so; the document stays quarantined and in the queue.
+   `kb review decide KEY DECISION`. Only the users in `KB_REVIEW_REVIEWERS` may answer, when it
+   names any. No answer within `KB_REVIEW_ANSWER_TIMEOUT_S` (3 days) fails the run saying so;
+   the document stays quarantined and in the queue.
 3. **act** writes the decision, who made it and when to the ledger (`kb_review_decisions`),
    for the version the reviewer was shown (`version`): if a newer version landed meanwhile,
    the decision is refused and the newer one waits in the queue. Every decision but `drop`
@@ -39,6 +40,7 @@ from kb_airflow.review import ReviewDecisionOperator
 # Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
 
 DECISIONS = [d.value for d in Decision]
+REVIEW = ReviewSettings()
 
 
 def _ledger():
@@ -105,7 +107,9 @@ def kb_review():
                 "version": Param("", type="string",
                                  description="the version you decide about (sha256, ETag or version id); empty: the "
                                              "one shown above")},
-        response_timeout=timedelta(seconds=ReviewSettings().answer_timeout_s),
+        response_timeout=timedelta(seconds=REVIEW.answer_timeout_s),
+        # only these users may answer (Airflow answers anyone else 403); None: anyone it lets
+        assigned_users=[{"id": name, "name": name} for name in REVIEW.reviewers] or None,
     )
 
     @task

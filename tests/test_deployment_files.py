@@ -40,10 +40,13 @@ def test_the_gpu_worker_serves_the_ocr_queue_and_reserves_a_gpu():
 
 def test_no_secret_is_written_into_the_compose_file():
     text = (REPO / "docker-compose.yaml").read_text()
-    found = re.findall(r"^\s*\w*(?:PASSWORD|SECRET|API_KEY)\w*:\s*(\S+)", text, flags=re.MULTILINE)
+    found = re.findall(r"^\s*(\w*(?:PASSWORD|SECRET|API_KEY)\w*):\s*(\S+)", text, flags=re.MULTILINE)
     assert found
-    for value in found:
-        assert value.startswith("${"), value
+    for name, value in found:
+        if name.endswith("_FILE"):  # where a file of them is (a path), not a secret
+            assert not value.startswith("${") or value.endswith("}"), (name, value)
+            continue
+        assert value.startswith("${"), (name, value)
     assert "minioadmin" not in text
 
 
@@ -320,3 +323,35 @@ def test_the_deployment_guide_is_linked_and_the_files_it_names_exist():
         assert (REPO / path).is_file(), path
     for image in {s["image"] for s in compose()["services"].values() if "image" in s}:
         assert image in guide, f"docs/DEPLOY.md does not name the image {image}"
+
+
+def test_compose_runs_airflow_with_named_users_and_only_reviewers_answer_reviews():
+    env = compose()["x-airflow-common"]["environment"]
+    assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] == "${AIRFLOW_USERS:?set in .env}"  # no shared admin
+    assert env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == "/opt/airflow/passwords.json"
+    assert env["KB_REVIEW_REVIEWERS"] == "${KB_REVIEW_REVIEWERS:?set in .env}"
+    for name in AIRFLOW_SERVICES:
+        service = compose()["services"][name]
+        assert "${AIRFLOW_LOGINS_FILE:?set in .env}:/opt/airflow/passwords.json:ro" in service["volumes"], name
+    example = dict(line.split("=", 1) for line in (REPO / ".env.example").read_text().splitlines()
+                   if line and not line.startswith("#") and "=" in line)
+    users = dict(pair.split(":") for pair in example["AIRFLOW_USERS"].split(","))
+    reviewers = example["KB_REVIEW_REVIEWERS"].split(",")
+    assert reviewers and all(users.get(r) in ("user", "op", "admin") for r in reviewers), (users, reviewers)
+
+
+def test_the_review_task_is_answered_only_by_the_configured_reviewers(monkeypatch):
+    from airflow.dag_processing.dagbag import DagBag
+
+    from kb_airflow.names import REVIEW_DAG_ID, REVIEW_DECIDE_TASK
+
+    monkeypatch.setenv("KB_REVIEW_REVIEWERS", "ana, ben")
+    monkeypatch.setenv("KB_REVIEW_ANSWER_TIMEOUT_S", "3600")
+    bag = DagBag(dag_folder=str(REPO / "dags" / "kb_review.py"))
+    assert not bag.import_errors, bag.import_errors
+    task = bag.dags[REVIEW_DAG_ID].get_task(REVIEW_DECIDE_TASK)
+    assert [u["id"] for u in task.assigned_users] == ["ana", "ben"]
+    assert task.response_timeout.total_seconds() == 3600
+    monkeypatch.setenv("KB_REVIEW_REVIEWERS", "")
+    bag = DagBag(dag_folder=str(REPO / "dags" / "kb_review.py"))
+    assert bag.dags[REVIEW_DAG_ID].get_task(REVIEW_DECIDE_TASK).assigned_users is None

@@ -306,6 +306,17 @@ class ReviewSettings(BaseSettings):
     # How long a kb_review run waits for a reviewer's answer; past it the run fails saying so,
     # and the document stays quarantined and in the queue. Read when the DAG is parsed.
     answer_timeout_s: float = Field(3 * 24 * 3600, gt=0)
+    # Airflow users (their ids: user names under the simple auth manager) who may answer a
+    # review, comma-separated; Airflow refuses anyone else (403). Empty: any user Airflow lets
+    # change the DAG's human-in-the-loop tasks (the local stack's own user).
+    reviewers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("reviewers", mode="before")
+    @classmethod
+    def _split_reviewers(cls, value):
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
 
 class WatchSettings(BaseSettings):

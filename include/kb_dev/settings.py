@@ -32,6 +32,8 @@ class StackSettings(BaseSettings):
     airflow_port: int = 8080
     airflow_worker_log_port: int = 8793
     airflow_trigger_log_port: int = 8794
+    # who `kb` commands log in to Airflow's API as: the stack's own user, whose password is in
+    # the secrets file, unless the environment names another (a reviewer, KB_AIRFLOW_PASSWORD)
     airflow_user: str = "kb"
     gpu_ocr_pool_slots: int = 2
     airflow_parallelism: int = 4

@@ -175,7 +175,8 @@ def airflow_client(s: StackSettings) -> AirflowClient:
     """A REST client of the running stack's Airflow, logged in with the stack's password."""
     if not airflow_pid(s):
         raise StackNotRunning(f"Airflow is not running under {s.state_dir}; start the stack with `kb up`")
-    password = read_secrets(s.state_dir).get("KB_AIRFLOW_PASSWORD")
+    # a person logged in as themself (KB_AIRFLOW_USER, KB_AIRFLOW_PASSWORD), else the stack's user
+    password = os.environ.get("KB_AIRFLOW_PASSWORD") or read_secrets(s.state_dir).get("KB_AIRFLOW_PASSWORD")
     return AirflowClient(airflow_local.base_url(s), s.airflow_user, password or "")
 
 
