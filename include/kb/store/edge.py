@@ -236,7 +236,7 @@ class EdgeStore:
         if self.shard is None:
             return []
         flt, limit = _edge_filter(where), top_k + TIE_MARGIN
-        params = self._params(exact)
+        params = self._params(exact, brute=flt is not None and self._few(flt))
         sparse_query = qe.SparseVector(list(sparse.indices), list(sparse.values)) if sparse and len(sparse) else None
         if mode is SearchMode.DENSE:
             request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(_floats(dense), using=DENSE), filter=flt,
@@ -267,13 +267,20 @@ class EdgeStore:
                                                                      with_vector=False)}
         return [Hit.of(i, score, payloads.get(i)) for i, score in fused]
 
-    def _params(self, exact: bool) -> qe.SearchParams:
+    def _params(self, exact: bool, brute: bool = False) -> qe.SearchParams:
+        """``exact``: brute force over the original vectors (the reference HNSW's recall is
+        measured against); ``brute``: brute force over the int8 copies, the best rescored with
+        the originals (a selective filter: faster than HNSW, and exact)."""
         quantization = None
-        if exact:  # brute force over the original vectors: the reference HNSW's recall is measured against
+        if exact:
             quantization = qe.QuantizationSearchParams(ignore=True)
         elif self.settings.quantize:
             quantization = qe.QuantizationSearchParams(rescore=True, oversampling=self.settings.oversampling)
-        return qe.SearchParams(hnsw_ef=self.settings.hnsw_ef, exact=exact, quantization=quantization)
+        return qe.SearchParams(hnsw_ef=self.settings.hnsw_ef, exact=exact or brute, quantization=quantization)
+
+    def _few(self, flt: qe.Filter) -> bool:
+        """Whether ``flt`` leaves few points (the payload indexes' estimate: 0.2 ms at 1,000,000)."""
+        return self.shard.count(qe.CountRequest(exact=False, filter=flt)) <= self.settings.exact_search_below
 
     # --- upkeep ---------------------------------------------------------------------------
 

@@ -96,8 +96,9 @@ class Replica:
         store = EdgeStore.open(folder / "shard", s, oplog.dimension())
         return cls(name, folder, store, oplog)
 
-    def catch_up(self, rows: int = 64) -> int:
-        """Apply up to ``rows`` new log rows; how many it applied."""
+    def catch_up(self, rows: int = 8) -> int:
+        """Apply up to ``rows`` new log rows; how many it applied. Few at a time: a row holds a
+        whole document's points (a 2,000-page document's is tens of MB)."""
         done = 0
         for seq, ops in self.log.since(self.applied, rows):
             apply(self.store, ops)
@@ -106,7 +107,7 @@ class Replica:
         return done
 
     def catch_up_fully(self) -> None:
-        while self.catch_up(256):
+        while self.catch_up():
             pass
 
     def flush(self) -> None:

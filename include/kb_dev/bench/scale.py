@@ -17,8 +17,10 @@ At each size:
 - one document's write (60 chunks and the removal of its older version, one log row) and the
   time until a search finds it, five documents, median and max;
 - hybrid query p50 and p99 through the replicas, with and without a folder filter;
-- each replica's RSS after the queries and writes, and again after the recall measure (whose
-  exact searches read every original vector from disk);
+- each replica's RSS after the queries and writes, again after 4,000 more queries (the files'
+  pages a query reads stay mapped, clean page cache the kernel may drop, so RSS grows with the
+  distinct pages read), its private (anonymous) memory, and RSS after the recall measure
+  (whose exact searches read every original vector from disk);
 - HNSW recall@10 against exact (brute force over the original vectors) dense search, for the
   evaluation set's questions, and for sentences of the pool (harder: every chunk that holds
   the sentence scores nearly alike).
@@ -51,6 +53,7 @@ FOLDERS = 100
 CHUNKS_PER_DOC = 60
 BATCH = 1024
 WRITES = 5
+LONG_RUN = 4000  # queries before the second RSS reading
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 
@@ -170,6 +173,13 @@ def _rss_mb(pid: int) -> float:
     return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
 
 
+def _private_mb(pid: int) -> float:
+    """The process's own memory (anonymous pages), without the mapped files' pages."""
+    import psutil
+
+    return round(sum(m.anonymous for m in psutil.Process(pid).memory_maps(grouped=True)) / 2**20, 1)
+
+
 def _build_edge(state: Path, total: int, chunks: Chunks, echo: Callable[[str], None]) -> dict[str, Any]:
     from kb.settings import StoreSettings
     from kb.store.edge import EdgeStore
@@ -280,6 +290,14 @@ def measure_edge(dest: Path, total: int, chunks: Chunks, queries: int, rebuild: 
         echo(f"Edge, {total} chunks: one document's write until searchable, {WRITES} times ...")
         out["write"] = _one_document_writes(p, replicas, chunks, total)
         out["replica_rss_mb"] = [_rss_mb(c.process.pid) for c in replicas.copies]
+        # the files' pages a query touches stay mapped (clean page cache, the kernel's to drop):
+        # RSS grows with the distinct pages queries read, towards the mapped files' size
+        echo(f"Edge, {total} chunks: {LONG_RUN} more queries, half of them in a folder, for RSS ...")
+        for i, (dense, sparse) in enumerate(chunks.queries(LONG_RUN, seed=11)):
+            replicas.search(dense, sparse, top_k=5,
+                            where=SearchFilter(key_prefix=f"folder-{i % FOLDERS:03d}/") if i % 2 else None)
+        out["replica_rss_mb_after_more_queries"] = [_rss_mb(c.process.pid) for c in replicas.copies]
+        out["replica_private_mb"] = [_private_mb(c.process.pid) for c in replicas.copies]
         echo(f"Edge, {total} chunks: HNSW recall@10 against exact search (the eval questions, then pool sentences) ...")
         out["recall_at_10"] = _recall(replicas, _questions())
         out["recall_at_10_pool_sentences"] = _recall(replicas, asked[:100])
@@ -358,20 +376,24 @@ def bench_scale(sizes: list[int], dest: Path, queries: int = 200, before_max: in
 
 
 def table(out: dict[str, Any]) -> str:
+    """RSS: each replica's after the measured queries and writes, then after 4,000 more queries,
+    and (own) its anonymous memory alone; recall@10 for the eval questions, then pool sentences."""
     lines = [f"{'engine':10} {'chunks':>9} {'write s':>8} {'visible s':>10} {'reload s':>9} {'hybrid p50/p99 ms':>18} "
-             f"{'+prefix p50/p99 ms':>19} {'RSS MB':>14} {'recall@10':>9} {'(pool)':>7}"]
+             f"{'+prefix p50/p99 ms':>19} {'RSS MB (-> +4000 q; own)':>30} {'recall@10':>9} {'(pool)':>7}"]
     for r in out["rows"]:
         if r["engine"] == "edge":
             w = r["write"]
+            rss = (f"{'/'.join(f'{m:.0f}' for m in r['replica_rss_mb'])} -> "
+                   f"{'/'.join(f'{m:.0f}' for m in r['replica_rss_mb_after_more_queries'])}; "
+                   f"{'/'.join(f'{m:.0f}' for m in r['replica_private_mb'])}")
             lines.append(
                 f"{'edge':10} {r['chunks']:>9} {w['write_s_median']:>8.3f} {w['visible_s_median']:>10.3f} {'-':>9} "
                 f"{r['hybrid']['p50_ms']:>8.2f}/{r['hybrid']['p99_ms']:<9.2f} "
                 f"{r['hybrid_prefix_filter']['p50_ms']:>9.2f}/{r['hybrid_prefix_filter']['p99_ms']:<9.2f} "
-                f"{'/'.join(f'{m:.0f}' for m in r['replica_rss_mb']):>14} {r['recall_at_10']:>9.4f} "
-                f"{r['recall_at_10_pool_sentences']:>7.4f}")
+                f"{rss:>30} {r['recall_at_10']:>9.4f} {r['recall_at_10_pool_sentences']:>7.4f}")
         else:
             lines.append(
                 f"{'local mode':10} {r['chunks']:>9} {r['write_s']:>8.2f} {r['write_s'] + r['reload_s']:>10.1f} "
                 f"{r['reload_s']:>9.1f} {r['hybrid']['p50_ms']:>8.2f}/{r['hybrid']['p99_ms']:<9.2f} {'-':>19} "
-                f"{r['process_rss_mb']:>14.0f} {'-':>9}")
+                f"{r['process_rss_mb']:>30.0f} {'-':>9}")
     return "\n".join(lines)

@@ -8,8 +8,6 @@ import os
 import sys
 import time
 
-from kb.errors import KbError
-
 
 def cmd_store_status(args: argparse.Namespace) -> int:
     from kb.settings import PipelineSettings
