@@ -25,6 +25,9 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 MAX_EVENT_KEYS = 20
 # The asset state store key of the last listing an event (or the start) accounted for.
 CURSOR_KEY = "inbox_listing_sha256"
+# The watcher spends at most about a fifth of its time listing: the pause before a listing is
+# at least this many times what the last one took.
+LISTING_PACE = 4.0
 
 Listing = dict[str, str]  # key -> version (the version id, else the ETag), as kb_ingest's sense sees it
 
@@ -72,6 +75,7 @@ class InboxChangeTrigger(BaseEventTrigger):
         self._store = None
         self._failing = False
         self._cursor_usable = True
+        self._listing_s = 0.0  # how long the last listing took
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         # Everything here is part of the watcher's identity (the DAG processor hashes it), so
@@ -85,7 +89,7 @@ class InboxChangeTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         baseline = await self.list_inbox()
         while baseline is None:
-            await asyncio.sleep(self.interval_s)
+            await asyncio.sleep(self.pause_s())
             baseline = await self.list_inbox()
         stored = await self._cursor()
         if stored is not None and stored != listing_digest(baseline):
@@ -96,7 +100,7 @@ class InboxChangeTrigger(BaseEventTrigger):
 
         previous, changing_since = baseline, None
         while True:
-            await asyncio.sleep(self.interval_s)
+            await asyncio.sleep(self.pause_s())
             current = await self.list_inbox()
             if current is None:  # not listed (logged): keep the baseline, so what changes meanwhile fires later
                 continue
@@ -114,6 +118,12 @@ class InboxChangeTrigger(BaseEventTrigger):
             baseline, previous, changing_since = current, current, None
             await self._remember(current)
 
+    def pause_s(self) -> float:
+        """Seconds until the next listing: the interval, but at least LISTING_PACE times what
+        the last listing took, so that a big inbox (20,000 objects list in ~7 s) is not listed
+        back to back by a short interval."""
+        return max(self.interval_s, LISTING_PACE * self._listing_s)
+
     async def list_inbox(self) -> Listing | None:
         """The bucket's current objects, or None when they cannot be listed now.
 
@@ -129,7 +139,9 @@ class InboxChangeTrigger(BaseEventTrigger):
             store = self._store
             # The minio client is synchronous and one event loop runs every trigger of the
             # triggerer: the listing (HTTP requests, one per 1,000 versions) runs in a worker thread.
+            started = time.monotonic()
             objects = await asyncio.to_thread(lambda: list(store.list_latest(self.bucket)))
+            self._listing_s = time.monotonic() - started
         except Exception as exc:  # noqa: BLE001 - see the docstring
             if not self._failing:
                 self.log.warning("cannot list s3://%s (%s: %s); trying again every %.1f s",

@@ -155,6 +155,35 @@ def test_a_failing_listing_is_waited_out_and_the_baseline_kept(kb_env):
     asyncio.run(scenario())
 
 
+class SlowListing:
+    """The real store, but each listing takes ``seconds`` longer: a big inbox."""
+
+    def __init__(self, store, seconds: float) -> None:
+        self.store, self.seconds, self.listings = store, seconds, 0
+
+    def list_latest(self, bucket: str):
+        self.listings += 1
+        time.sleep(self.seconds)
+        return self.store.list_latest(bucket)
+
+
+def test_a_slow_listing_spaces_the_listings_out_and_a_change_still_fires(kb_env):
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    slow = SlowListing(store, 0.3)
+    trigger = InboxChangeTrigger(inbox, interval_s=0.05)
+    trigger._store = slow  # as list_inbox would have made it
+
+    async def scenario():
+        async with Watch(trigger) as watch:
+            assert await watch.next_event(3.0) is None
+            # back to back, 3 s hold ~8 listings of 0.35 s; paced (4 x 0.3 s between), 2 or 3
+            assert slow.listings <= 4, slow.listings
+            await _put(store, inbox, "big-inbox.pdf")
+            assert await watch.next_event(EVENT_S) == _changed(inbox, "big-inbox.pdf")
+
+    asyncio.run(scenario())
+
+
 def test_with_a_stored_cursor_a_new_instance_fires_once_for_what_changed_while_none_ran(kb_env):
     store, inbox = kb_env["store"], kb_env["inbox"]
     store.put_bytes(inbox, "first.pdf", b"%PDF-1.4 first")

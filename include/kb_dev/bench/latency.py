@@ -5,6 +5,10 @@ next only after the previous one is found), each with a word no other document h
 polls the search service for that word. Nothing triggers a run: the inbox watcher (the
 asset's trigger in Airflow's triggerer) has to notice the object, so the stack must run
 with ``KB_WATCH_INBOX=true`` (``kb up`` turns it on).
+
+Each sample is split, from the run Airflow records (its queued time and its tasks' start and
+end times): until the watcher's run was queued, until its first task started, until its
+index task ended, and from there until the search service found the document.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import statistics
 import string
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,21 +41,45 @@ def _document(folder: Path, i: int, marker: str) -> bytes:
     return path.read_bytes()
 
 
+def _when(text: str | None) -> float | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+
+
+def _split(airflow: Any, landed_wall: float, found_wall: float) -> dict[str, float | None]:
+    """Where one sample's seconds went, from the first kb_ingest run queued after the upload."""
+    runs = [r for r in airflow.dag_runs("kb_ingest", limit=5) if (_when(r.get("queued_at")) or 0) >= landed_wall]
+    if not runs:
+        return {}
+    run = min(runs, key=lambda r: _when(r["queued_at"]))
+    tasks = airflow.task_instances("kb_ingest", run["dag_run_id"])
+    starts = [t for t in (_when(t.get("start_date")) for t in tasks) if t]
+    index_ends = [t for t in (_when(t.get("end_date")) for t in tasks if t["task_id"] == "index") if t]
+    queued = _when(run["queued_at"])
+    out: dict[str, float | None] = {"to_queued_s": round(queued - landed_wall, 2),
+                                    "to_first_task_s": round(min(starts) - queued, 2) if starts else None}
+    if index_ends and starts:
+        out["tasks_to_indexed_s"] = round(max(index_ends) - min(starts), 2)
+        out["indexed_to_found_s"] = round(found_wall - max(index_ends), 2)
+    return out
+
+
 def bench_latency(documents: int = 10, timeout_s: float = 300.0, poll_s: float = 0.5,
                   echo: Callable[[str], None] = print) -> dict[str, Any]:
     from kb.objectstore import ObjectStore
     from kb.settings import PipelineSettings
     from kb_dev.settings import StackSettings
     from kb_dev.stack import search
+    from kb_dev.stack.topology import airflow_client
 
     settings, stack = PipelineSettings(), StackSettings()
+    airflow = airflow_client(stack)
     store = ObjectStore.from_settings()
     client = search.client(stack)
     if client is None:
         raise KbError("the search service is not running; start the stack with `kb up`")
     rng = random.Random()
     prefix = f"bench-latency/{time.strftime('%Y%m%dT%H%M%S')}/"
-    samples = []
+    samples, splits = [], []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(documents):
@@ -58,7 +87,7 @@ def bench_latency(documents: int = 10, timeout_s: float = 300.0, poll_s: float =
                 data = _document(Path(tmp), i, marker)
                 key = f"{prefix}latency-{i}.pdf"
                 store.put_bytes(settings.inbox_bucket, key, data, content_type="application/pdf")
-                landed = time.monotonic()
+                landed, landed_wall = time.monotonic(), time.time()
                 deadline = landed + timeout_s
                 while True:
                     hits = client.search(marker, top_k=3)
@@ -70,8 +99,14 @@ def bench_latency(documents: int = 10, timeout_s: float = 300.0, poll_s: float =
                                       "running with KB_WATCH_INBOX=true (kb up turns it on)?")
                     time.sleep(poll_s)
                 samples.append(seconds)
-                echo(f"  {key}: searchable {seconds:.1f}s after it landed")
+                split = _split(airflow, landed_wall, time.time())
+                splits.append(split)
+                echo(f"  {key}: searchable {seconds:.1f}s after it landed "
+                     f"({', '.join(f'{k} {v}' for k, v in split.items())})")
     finally:
         client.close()
+        airflow.close()
     return {"documents": documents, "p50_s": round(statistics.median(samples), 2), "max_s": max(samples),
-            "min_s": min(samples), "samples_s": samples}
+            "min_s": min(samples), "samples_s": samples, "split": splits,
+            "split_median_s": {k: round(statistics.median(v), 2) for k in (splits[0] if splits else {})
+                               if (v := [s[k] for s in splits if s.get(k) is not None])}}

@@ -79,7 +79,8 @@ def cmd_latency(args: argparse.Namespace) -> int:
     client_env()
     result = bench_latency(documents=args.documents, timeout_s=args.timeout, echo=_echo(args))
     _report(args, result, f"landing to searchable over {result['documents']} documents: p50 {result['p50_s']}s, "
-                          f"max {result['max_s']}s")
+                          f"max {result['max_s']}s; medians: "
+                          + ", ".join(f"{k} {v}" for k, v in result["split_median_s"].items()))
     return 0
 
 

@@ -103,6 +103,10 @@ def env_for(s: StackSettings, secrets_: dict[str, str]) -> dict[str, str]:
         # a file that lands starts a run within seconds (the asset watcher in the triggerer);
         # tests that trigger runs by hand turn it off
         "KB_WATCH_INBOX": env.get("KB_WATCH_INBOX", "true"),
+        # a listing a second: a landing waits one to two intervals before its run is queued
+        # (the change, then a listing that held still); a small inbox lists in milliseconds,
+        # and the watcher spaces a big one's listings by what they take (compose keeps 5 s)
+        "KB_WATCH_INTERVAL_S": env.get("KB_WATCH_INTERVAL_S", "1"),
         "KB_STATE_DIR": str(s.state_dir),
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
