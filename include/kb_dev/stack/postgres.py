@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -115,7 +116,16 @@ def ledger_url(s: StackSettings, secrets_: dict[str, str]) -> str:
 
 
 def stop(s: StackSettings) -> bool:
-    # SIGTERM is Postgres' "smart" shutdown: it waits for clients, which are gone by now
+    # SIGINT first: Postgres' "fast" shutdown (pg_ctl's default) ends its sessions, rolls back
+    # and checkpoints. SIGTERM alone is its "smart" shutdown, which waits for every client to
+    # leave: a test process's pooled connections held it for the whole 30 s deadline and a
+    # SIGKILL (the session's teardown, measured: 30.2 s; under 1.5 s with SIGINT).
+    pid = part_pid(s, PART)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
     return stop_part(s, PART, timeout_s=max(s.stop_timeout_s, 30))
 
 
