@@ -45,9 +45,9 @@ def _when(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
 
 
-def _split(airflow: Any, landed_wall: float, found_wall: float) -> dict[str, float | None]:
+def _split(airflow: Any, put_wall: float, found_wall: float) -> dict[str, float | None]:
     """Where one sample's seconds went, from the first kb_ingest run queued after the upload began."""
-    runs = [r for r in airflow.dag_runs("kb_ingest", limit=5) if (_when(r.get("queued_at")) or 0) >= landed_wall]
+    runs = [r for r in airflow.dag_runs("kb_ingest", limit=5) if (_when(r.get("queued_at")) or 0) >= put_wall]
     if not runs:
         return {}
     run = min(runs, key=lambda r: _when(r["queued_at"]))
@@ -55,7 +55,7 @@ def _split(airflow: Any, landed_wall: float, found_wall: float) -> dict[str, flo
     starts = [t for t in (_when(t.get("start_date")) for t in tasks) if t]
     index_ends = [t for t in (_when(t.get("end_date")) for t in tasks if t["task_id"] == "index") if t]
     queued = _when(run["queued_at"])
-    out: dict[str, float | None] = {"to_queued_s": round(queued - landed_wall, 2),
+    out: dict[str, float | None] = {"to_queued_s": round(queued - put_wall, 2),
                                     "to_first_task_s": round(min(starts) - queued, 2) if starts else None}
     if index_ends and starts:
         out["tasks_to_indexed_s"] = round(max(index_ends) - min(starts), 2)
