@@ -1,9 +1,9 @@
-"""The Grafana dashboards as code (kb.observe.dashboards): the committed JSON is what the module
+"""The Grafana dashboards as code (kb_dev.observe.dashboards): the committed JSON is what the module
 generates, every panel queries the provisioned Prometheus, every query is PromQL that promtool
 parses, and every metric it reads is in issue 22's catalogue or a recording rule in the repo.
 
 Grafana itself does not run here (no Debian package); the live test runs each query against a
-Prometheus scraping a real stack (``kb.observe.dashboards.all_queries``)."""
+Prometheus scraping a real stack (``kb_dev.observe.dashboards.all_queries``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kb.observe import dashboards
-from kb.observe.dashboards import DASHBOARDS, DATASOURCE_UID, all_queries, concrete, panel_queries, write_all
+from kb_dev.observe import dashboards
+from kb_dev.observe.dashboards import DASHBOARDS, DATASOURCE_UID, all_queries, concrete, panel_queries, write_all
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "include/config/grafana/dashboards"
@@ -112,11 +112,11 @@ def _promtool_check(exprs: list[str], tmp_path: Path) -> subprocess.CompletedPro
 def test_the_committed_json_is_what_the_module_generates(tmp_path):
     written = write_all(tmp_path)
     assert sorted(p.name for p in COMMITTED.glob("*.json")) == sorted(p.name for p in written), (
-        "stale or missing dashboard files: python -m kb.observe.dashboards include/config/grafana/dashboards")
+        "stale or missing dashboard files: python -m kb_dev.observe.dashboards include/config/grafana/dashboards")
     for path in written:
         assert (COMMITTED / path.name).read_text() == path.read_text(), (
-            f"{path.name} differs from the generated one: edit kb/observe/dashboards.py, then "
-            "python -m kb.observe.dashboards include/config/grafana/dashboards")
+            f"{path.name} differs from the generated one: edit kb_dev/observe/dashboards.py, then "
+            "python -m kb_dev.observe.dashboards include/config/grafana/dashboards")
 
 
 def test_the_ingestion_and_serving_dashboards_have_stable_unique_ids():

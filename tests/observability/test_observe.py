@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from kb.observe.dashboards import all_queries
+from kb_dev.observe.dashboards import all_queries
 from tests.pdfs import coded_pages, make_pdf, truncated_pdf
 
 PREFIX = "observe/"

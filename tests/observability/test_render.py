@@ -1,4 +1,4 @@
-"""kb.observe.render draws every dashboard from Prometheus's query_range API (the stand-in for
+"""kb_dev.observe.render draws every dashboard from Prometheus's query_range API (the stand-in for
 Grafana screenshots). A stub Prometheus on loopback answers; the live stack's run is the lead's."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from kb.observe.dashboards import DASHBOARDS, all_queries
-from kb.observe.render import PrometheusQueryError, render_all
+from kb_dev.observe.dashboards import DASHBOARDS, all_queries
+from kb_dev.observe.render import PrometheusQueryError, render_all
 
 
 class _Prometheus(BaseHTTPRequestHandler):

@@ -3,10 +3,10 @@ Grafana cannot run (no Debian package, no image registry).
 
 Each panel is placed as its ``gridPos`` places it in Grafana; a time series panel draws every
 query's series (``query_range``, legends from the panel's ``legendFormat``), a stat panel prints
-each series' last value. The queries are the dashboards' own (``kb.observe.dashboards``), with
+each series' last value. The queries are the dashboards' own (``kb_dev.observe.dashboards``), with
 Grafana's interval variables made concrete::
 
-    python -m kb.observe.render --prometheus http://127.0.0.1:9090 --minutes 30 OUT_FOLDER
+    python -m kb_dev.observe.render --prometheus http://127.0.0.1:9090 --minutes 30 OUT_FOLDER
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from kb.observe.dashboards import DASHBOARDS, concrete, render_json
+from kb_dev.observe.dashboards import DASHBOARDS, concrete, render_json
 
 _CELL_IN = 0.55  # inches per grid unit (Grafana's 24 columns; a row unit is 30 px there)
 
@@ -152,7 +152,7 @@ def render_all(prometheus_url: str, folder: str | Path, minutes: float = 30, rat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kb.observe.render", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kb_dev.observe.render", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder")
     parser.add_argument("--prometheus", default="http://127.0.0.1:9090")
     parser.add_argument("--minutes", type=float, default=30)

@@ -3,7 +3,7 @@
 The JSON under ``include/config/grafana/dashboards/`` is generated from this module and committed,
 so compose provisions it without Python; a test fails when the two differ. Regenerate with::
 
-    python -m kb.observe.dashboards include/config/grafana/dashboards
+    python -m kb_dev.observe.dashboards include/config/grafana/dashboards
 
 Every query selects by metric name and ``job``-free labels only (never ``instance``), uses only
 the metric catalogue of issue 22 (the services' own metrics, the pipeline exporter's, Airflow's
@@ -337,7 +337,7 @@ def write_all(folder: str | Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m kb.observe.dashboards FOLDER", file=sys.stderr)
+        print("usage: python -m kb_dev.observe.dashboards FOLDER", file=sys.stderr)
         return 2
     for path in write_all(args[0]):
         print(path)
