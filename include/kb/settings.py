@@ -217,6 +217,9 @@ class AlertSettings(BaseSettings):
     email_to: list[str] = Field(default_factory=lambda: ["ops@localhost"])
     email_from: str | None = None  # None: the connection's from_email
     webhook_timeout_s: float = 10.0
+    # KBQuarantineShareHigh pages above this share of the hour's decided documents. The rule
+    # file and the dashboard are rendered from it: python -m kb_dev.observe.alert_rules.
+    quarantine_share: float = Field(0.2, gt=0, lt=1)
 
 
 class StoreSettings(BaseSettings):

@@ -5,6 +5,7 @@ a test that fires it and one where it stays silent, and every rule file is teste
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -12,6 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from kb_dev.observe import dashboards
+from kb_dev.observe.alert_rules import render, stale
+from kb_dev.observe.thresholds import Thresholds
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS = REPO / "include" / "config" / "prometheus"
@@ -92,8 +97,10 @@ def test_every_alert_has_a_case_that_fires_it_and_one_that_does_not():
 
 def test_every_recording_rule_has_its_value_tested():
     records = set().union(*(record_names(p) for p in RULE_FILES))
-    tested = {case["expr"] for test_file in TEST_FILES for test in yaml.safe_load(test_file.read_text())["tests"]
-              for case in test.get("promql_expr_test") or []}
+    exprs = [case["expr"] for test_file in TEST_FILES for test in yaml.safe_load(test_file.read_text())["tests"]
+             for case in test.get("promql_expr_test") or []]
+    # a rule read inside an expr counts: round(kb:quarantine_share:rate1h, 0.0001) checks its value
+    tested = {name for name in records for expr in exprs if re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", expr)}
     assert records - tested == set(), f"recording rules whose value no test checks: {sorted(records - tested)}"
 
 
@@ -250,3 +257,57 @@ def test_the_compose_prometheus_config_scrapes_exactly_the_jobs_the_rules_watch(
     assert document["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
     watched = set(re.findall(r'job=~"([^"]+)"', (PROMETHEUS / "rules" / "availability.yml").read_text())[0].split("|"))
     assert watched == JOBS
+
+
+# --- one owner for each threshold (kb_dev.observe.thresholds) ---------------------------------
+
+def _rule(rules: dict, name: str) -> dict:
+    return next(rule for group in rules["groups"] for rule in group["rules"] if rule.get("alert") == name)
+
+
+def test_the_committed_pipeline_rules_and_cases_are_rendered_from_the_settings_defaults():
+    assert stale(Thresholds.defaults()) == [], "run python -m kb_dev.observe.alert_rules"
+
+
+def test_a_threshold_changed_in_its_setting_moves_the_rule_its_promtool_cases_and_the_dashboard(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_ALERT_QUARANTINE_SHARE", "0.35")
+    monkeypatch.setenv("KB_SEARCHABLE_WITHIN_S", "7200")
+    changed = Thresholds.from_environment()
+    assert changed == Thresholds(0.35, 7200.0)
+    for path, text in render(changed).items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+
+    rules = yaml.safe_load((tmp_path / "rules" / "pipeline.yml").read_text())
+    assert _rule(rules, "KBQuarantineShareHigh")["expr"] == "kb:quarantine_share:rate1h > 0.35"
+    assert _rule(rules, "KBLandingToSearchableSlow")["expr"] == "kb:landing_to_searchable_seconds:p95_1h > 7200"
+    no_success = _rule(rules, "KBPipelineNoSuccessfulRun")  # half the promise, as the `for` too
+    assert "kb:pipeline_last_success:age_seconds > 3600" in no_success["expr"] and no_success["for"] == "60m"
+    assert "35%" in _rule(rules, "KBQuarantineShareHigh")["annotations"]["summary"]
+
+    # the rendered cases pass against the rendered rules ...
+    result = run_promtool("test", "rules", "pipeline_test.yml", cwd=tmp_path / "tests")
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    # ... and the committed (default) cases fail against them: the cases follow the threshold
+    stale_cases = tmp_path / "tests" / "pipeline_test.yml"
+    stale_cases.write_text((PROMETHEUS / "tests" / "pipeline_test.yml").read_text())
+    result = run_promtool("test", "rules", "pipeline_test.yml", cwd=tmp_path / "tests")
+    assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr
+
+    drawn = json.loads(dashboards.render_json(dashboards.build(changed)["kb-ingestion"]))
+    panels = {panel["title"]: panel for panel in drawn["panels"]}
+    share_steps = panels["Quarantine share (past hour)"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [step["value"] for step in share_steps] == [None, 0.35]
+    promise = panels["Landing to searchable p50 / p95 vs the promise"]
+    assert "vector(7200)" in [target["expr"] for target in promise["targets"]]
+    assert stale(changed) == ["rules/pipeline.yml", "tests/pipeline_test.yml"]
+
+
+@pytest.mark.parametrize(("share", "promise_s", "refusal"), [
+    (1.0, 3600, "leaves no twentieth"),
+    (0.2, 90, "even number of minutes"),
+    (0.2, 86400, "landing histogram's buckets"),
+])
+def test_a_threshold_the_cases_cannot_straddle_is_refused_with_what_to_change(share, promise_s, refusal):
+    with pytest.raises(ValueError, match=refusal):
+        render(Thresholds(share, promise_s))

@@ -37,25 +37,15 @@ from grafanalib.core import (
 )
 from grafanalib._gen import DashboardEncoder
 
+from kb_dev.observe.thresholds import Thresholds
+
 # the datasource provisioned by include/config/grafana/provisioning/datasources/prometheus.yml
 DATASOURCE_UID = "kb-prometheus"
 DATASOURCE = {"type": "prometheus", "uid": DATASOURCE_UID}
 # Grafana 11/12 read this schema without migrating panels; grafanalib's default (12) predates gridPos
 SCHEMA_VERSION = 39
 GPU_POOL = "gpu_ocr"
-QUARANTINE_SHARE_THRESHOLD = 0.2  # the alert rule's literal (include/config/prometheus/rules)
 _WIDTH = 24  # Grafana's grid columns
-
-
-def _promise_s() -> int:
-    """The landing-to-searchable promise's default (``KB_SEARCHABLE_WITHIN_S``).
-
-    A dashboard file cannot read a deployment's environment, so the line is drawn at the
-    setting's default; the settings class owns that number."""
-    from kb.settings import PipelineSettings
-
-    promise = PipelineSettings.model_fields.get("searchable_within_s")
-    return int(promise.default) if promise is not None else 3600
 
 
 @dataclass(frozen=True)
@@ -100,8 +90,8 @@ def _p(title: str, *queries: Query | str, **kw) -> PanelSpec:
     return PanelSpec(title, tuple(q if isinstance(q, Query) else Query(q) for q in queries), **kw)
 
 
-def _ingestion_rows() -> tuple[RowSpec, ...]:
-    promise = _promise_s()
+def _ingestion_rows(thresholds: Thresholds) -> tuple[RowSpec, ...]:
+    promise, share = f"{thresholds.promise_s:g}", thresholds.quarantine_share
     return (
         RowSpec("Outcomes", (
             _p("Documents per hour by outcome",
@@ -110,9 +100,9 @@ def _ingestion_rows() -> tuple[RowSpec, ...]:
             _p("Quarantine share (past hour)",
                Query("kb:quarantine_share:rate1h", "quarantined / decided"),
                unit="percentunit",
-               thresholds=(("green", None), ("red", QUARANTINE_SHARE_THRESHOLD)),
+               thresholds=(("green", None), ("red", share)),
                description="Quarantined over indexed + quarantined + failed, the recording rule "
-                           f"KBQuarantineShareHigh watches; it fires above {QUARANTINE_SHARE_THRESHOLD:g}."),
+                           f"KBQuarantineShareHigh watches; it fires above {share:g}."),
             _p("Quarantine reasons per hour",
                Query("sum by (code) (increase(kb_pipeline_quarantined_total[1h]))", "{{code}}"),
                description="Quarantined versions by quarantine code.", data_expected=False),
@@ -132,7 +122,7 @@ def _ingestion_rows() -> tuple[RowSpec, ...]:
                unit="s", width=12, thresholds=(("green", None), ("red", float(promise))),
                description="From the object's Last-Modified in the inbox to the end of its index task, "
                            "per indexed version, over the past hour. The promise line is "
-                           f"KB_SEARCHABLE_WITHIN_S's default ({promise} s)."),
+                           f"KB_SEARCHABLE_WITHIN_S ({promise} s)."),
             _p("Age of the last successful run",
                Query("kb:pipeline_last_success:age_seconds", "since last success"),
                Query("time() - max(kb_pipeline_last_run_timestamp_seconds)", "since last run"),
@@ -281,16 +271,23 @@ def _dashboard(title: str, uid: str, description: str, rows: tuple[RowSpec, ...]
                      timezone="utc", schemaVersion=SCHEMA_VERSION, version=1)
 
 
-_SPECS: dict[str, tuple[str, str, tuple[RowSpec, ...]]] = {
-    "kb-ingestion": ("KB ingestion", "The pipeline: outcomes, quarantine, pages, the landing-to-searchable promise, "
-                     "OCR cost, backlog, review queue and Airflow.", _ingestion_rows()),
-    "kb-serving": ("KB serving", "The search and OCR services: traffic, latency, errors, saturation and "
-                   "scrape health.", _serving_rows()),
-}
+def _specs(thresholds: Thresholds) -> dict[str, tuple[str, str, tuple[RowSpec, ...]]]:
+    return {
+        "kb-ingestion": ("KB ingestion", "The pipeline: outcomes, quarantine, pages, the landing-to-searchable "
+                         "promise, OCR cost, backlog, review queue and Airflow.", _ingestion_rows(thresholds)),
+        "kb-serving": ("KB serving", "The search and OCR services: traffic, latency, errors, saturation and "
+                       "scrape health.", _serving_rows()),
+    }
 
-# slug (file name and dashboard uid) -> dashboard
-DASHBOARDS: dict[str, Dashboard] = {slug: _dashboard(title, slug, desc, rows)
-                                    for slug, (title, desc, rows) in _SPECS.items()}
+
+def build(thresholds: Thresholds) -> dict[str, Dashboard]:
+    """slug (file name and dashboard uid) -> dashboard, drawn at ``thresholds``."""
+    return {slug: _dashboard(title, slug, desc, rows) for slug, (title, desc, rows) in _specs(thresholds).items()}
+
+
+_SPECS = _specs(Thresholds.defaults())
+# the committed dashboards: the settings' defaults
+DASHBOARDS: dict[str, Dashboard] = build(Thresholds.defaults())
 
 
 def panel_queries() -> list[tuple[str, str, str]]:
@@ -322,12 +319,12 @@ def render_json(dashboard: Dashboard) -> str:
     return json.dumps(dashboard.to_json_data(), cls=DashboardEncoder, sort_keys=True, indent=2) + "\n"
 
 
-def write_all(folder: str | Path) -> list[Path]:
+def write_all(folder: str | Path, thresholds: Thresholds | None = None) -> list[Path]:
     """Write ``<slug>.json`` for every dashboard into ``folder``; return the paths written."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for slug, dashboard in DASHBOARDS.items():
+    for slug, dashboard in build(thresholds or Thresholds.defaults()).items():
         path = out / f"{slug}.json"
         path.write_text(render_json(dashboard), encoding="utf-8")
         written.append(path)
@@ -339,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m kb_dev.observe.dashboards FOLDER", file=sys.stderr)
         return 2
-    for path in write_all(args[0]):
+    # this deployment's thresholds, as kb_dev.observe.alert_rules renders the rules
+    for path in write_all(args[0], Thresholds.from_environment()):
         print(path)
     return 0
 
