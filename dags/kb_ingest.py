@@ -41,7 +41,6 @@ to override data-quality thresholds for this run.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pendulum
@@ -78,7 +77,13 @@ def _schedule():
 SCHEDULE = _schedule()
 
 
-RETRY_DELAY_S = float(os.environ.get("KB_RETRY_DELAY_S", "15"))
+def _retry_delay_s() -> float:
+    from kb.settings import PipelineSettings
+
+    return PipelineSettings().retry_delay_s
+
+
+RETRY_DELAY_S = _retry_delay_s()
 
 
 def _context(params=None):

@@ -117,3 +117,21 @@ def test_the_task_preload_imports_what_the_task_bodies_and_the_gates_import():
     assert wanted - loaded == set()
     # what the index task imports inside functions: the gates' library, the embedder's runtime
     assert {"great_expectations", "onnxruntime", "tokenizers", "qdrant_client"} <= loaded
+
+
+def _environment_reads(source: str) -> list[str]:
+    """``os.environ`` / ``os.getenv`` in a module: the reads that bypass the settings classes."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" \
+                and node.attr in ("environ", "getenv"):
+            found.append(f"line {node.lineno}: os.{node.attr}")
+    return found
+
+
+def test_dag_files_read_their_settings_through_the_settings_classes():
+    assert _environment_reads('import os\nDELAY = float(os.environ.get("KB_RETRY_DELAY_S", "15"))\n')  # can fail
+    reads = {path.name: _environment_reads(path.read_text()) for path in (REPO / "dags").glob("*.py")}
+    assert {name: found for name, found in reads.items() if found} == {}

@@ -54,6 +54,9 @@ class PipelineSettings(BaseSettings):
     max_attempts: int = Field(3, ge=1, description="failed runs of one version before quarantine")
     # After a failed attempt a version waits before the next: base x 2^(attempts-1), capped,
     # so a stuck document does not take the OCR pool on every scheduled run.
+    # Airflow's own retry of a failed task (one retry), for what fails inside a run: a
+    # worker lost, an API call timed out. The backoff above is between runs.
+    retry_delay_s: float = Field(15, ge=0)
     retry_backoff_s: float = Field(600, ge=0)
     retry_backoff_max_s: float = Field(6 * 3600, ge=0)
     # What one GPU-hour costs (any currency): the run summary's OCR accounting turns its
@@ -181,7 +184,7 @@ class QualitySettings(BaseSettings):
     cer_audit: bool = False
 
     # chunks, before upsert
-    max_chunk_tokens: int | None = Field(None, ge=1, description="None: the embedder's own limit")
+    # (a chunk's token bound is the chunker's own, KB_CHUNK_MAX_TOKENS: one owner)
     min_vector_norm: float = Field(1e-6, ge=0)
 
     # Data Docs: a local folder (None: <state dir>/data_docs)

@@ -42,8 +42,7 @@ def chunks_suite(q: QualitySettings, dimension: int, max_tokens: int) -> list:
     suite.append(E.ExpectColumnValuesToBeUnique(column="id"))
     suite.append(E.ExpectColumnValuesToNotBeNull(column="id"))
     suite.append(E.ExpectColumnValuesToBeBetween(column="text_chars", min_value=1))
-    suite.append(E.ExpectColumnValuesToBeBetween(column="tokens", min_value=1,
-                                                          max_value=q.max_chunk_tokens or max_tokens))
+    suite.append(E.ExpectColumnValuesToBeBetween(column="tokens", min_value=1, max_value=max_tokens))
     suite.append(E.ExpectColumnValuesToBeBetween(column="dimension", min_value=dimension, max_value=dimension))
     suite.append(E.ExpectColumnValuesToBeInSet(column="finite", value_set=[True]))
     suite.append(E.ExpectColumnValuesToBeBetween(column="norm", min_value=q.min_vector_norm))
