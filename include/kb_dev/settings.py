@@ -35,6 +35,9 @@ class StackSettings(BaseSettings):
     # who `kb` commands log in to Airflow's API as: the stack's own user, whose password is in
     # the secrets file, unless the environment names another (a reviewer, KB_AIRFLOW_PASSWORD)
     airflow_user: str = "kb"
+    # one call to Airflow's REST API; a repeatable call that times out is retried until the
+    # command's own deadline (kb_dev.airflow_api)
+    airflow_api_timeout_s: float = Field(30.0, gt=0)
     gpu_ocr_pool_slots: int = 2
     airflow_parallelism: int = 4
 

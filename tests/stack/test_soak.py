@@ -63,16 +63,22 @@ def _api_server_processes(port: int) -> list[psutil.Process]:
     return list(found.values())
 
 
+STALL_S = 30
+CALL_TIMEOUT_S = 8
+
+
 def test_kb_ingest_wait_outlasts_a_stalled_airflow_api_server(soak_stack, tmp_path):
-    """The API server stops answering for 45 s (SIGSTOP) while `kb ingest --wait` follows a
+    """The API server stops answering for 30 s (SIGSTOP) while `kb ingest --wait` follows a
     run: the command says it is retrying, then prints the run's result and exits 0. A second
     command whose own deadline ends inside the stall fails with the clear error, not later.
-    (This is what failed a clean clone's soak: one GET timed out under load.)"""
+    (This is what failed a clean clone's soak: one GET timed out under load.) Calls time out
+    after 8 s here instead of 30, so the stall outlasts three of them in 30 s, not one in 45."""
+    env = {**soak_stack, "KB_AIRFLOW_API_TIMEOUT_S": str(CALL_TIMEOUT_S)}
     doc = tmp_path / "stalled.pdf"
     doc.write_bytes(make_pdf(["A pump that outlasts a stalled scheduler API: the seal holds for 2,000 hours."]))
     processes = None
     follower = subprocess.Popen([KB, "ingest", str(doc), "--prefix", "stall", "--wait", "--timeout", "600"],
-                                env={**soak_stack, "PYTHONUNBUFFERED": "1"}, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                env={**env, "PYTHONUNBUFFERED": "1"}, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     try:
         for line in follower.stdout:  # stall once the run is being followed
@@ -84,11 +90,11 @@ def test_kb_ingest_wait_outlasts_a_stalled_airflow_api_server(soak_stack, tmp_pa
         for p in processes:
             p.suspend()
         stalled_at = time.monotonic()
-        # a command with a 15 s deadline, started inside the stall, gives up with the clear error
-        short = subprocess.run([KB, "ingest", str(doc), "--prefix", "stall-short", "--wait", "--timeout", "15"],
-                               env=soak_stack, cwd=REPO, capture_output=True, text=True, timeout=120)
+        # a command with a 10 s deadline, started inside the stall, gives up with the clear error
+        short = subprocess.run([KB, "ingest", str(doc), "--prefix", "stall-short", "--wait", "--timeout", "10"],
+                               env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
         short_s = time.monotonic() - stalled_at
-        time.sleep(max(0.0, 45 - (time.monotonic() - stalled_at)))
+        time.sleep(max(0.0, STALL_S - (time.monotonic() - stalled_at)))
     finally:
         for p in processes or []:
             p.resume()
@@ -100,4 +106,4 @@ def test_kb_ingest_wait_outlasts_a_stalled_airflow_api_server(soak_stack, tmp_pa
     assert text.index("retrying") < text.rindex("[success]"), text[-3000:]
     assert "stall/stalled.pdf: indexed" in text, text[-3000:]
     assert short.returncode == 2 and "airflow_unreachable" in short.stderr, short.stdout + short.stderr
-    assert short_s < 45, f"the 15 s command took {short_s:.0f} s"
+    assert short_s < STALL_S, f"the 10 s command took {short_s:.0f} s"

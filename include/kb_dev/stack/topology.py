@@ -177,7 +177,7 @@ def airflow_client(s: StackSettings) -> AirflowClient:
         raise StackNotRunning(f"Airflow is not running under {s.state_dir}; start the stack with `kb up`")
     # a person logged in as themself (KB_AIRFLOW_USER, KB_AIRFLOW_PASSWORD), else the stack's user
     password = os.environ.get("KB_AIRFLOW_PASSWORD") or read_secrets(s.state_dir).get("KB_AIRFLOW_PASSWORD")
-    return AirflowClient(airflow_local.base_url(s), s.airflow_user, password or "")
+    return AirflowClient(airflow_local.base_url(s), s.airflow_user, password or "", timeout=s.airflow_api_timeout_s)
 
 
 def run_ingest(s: StackSettings, conf: dict[str, Any], timeout_s: float, echo: Callable[[str], None] = print,
