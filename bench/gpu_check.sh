@@ -34,6 +34,8 @@ if [ -z "${PYTHON:-}" ]; then
     if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+# The benches are kb_dev.bench.ocr* (include/), the engine is ocr_engine (here): the device runs the checkout, uninstalled.
+export PYTHONPATH=$PWD/include${PYTHONPATH:+:$PYTHONPATH}
 if [ "${GPU_CHECK_SMALL:-0}" = 1 ]; then
     OUT=${OUT:-bench-results/gpu-check}
     tag=cpu-small device=cpu layers=1 prefix=128 max_t=512 vocab=4096 batches=1,2
@@ -55,7 +57,7 @@ env_log="$OUT/env-$tag.txt"
     if ! "$PYTHON" -c 'import transformers.models.unlimited_ocr, pydantic_settings' 2>/dev/null; then
         echo "== no unlimited_ocr in transformers, or no pydantic_settings: installing the carried .whl/*.whl"
         "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-            --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+            --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH
     fi
     timeout 120 "$PYTHON" - <<'EOF'
 import torch, transformers
@@ -71,7 +73,7 @@ cat "$env_log"
 step() {  # step NAME TIMEOUT ARGS...: stdout (the JSON) and stderr (the log) into $OUT
     local name=$1 limit=$2 began=$SECONDS
     shift 2
-    timeout -k 10 "$limit" "$PYTHON" -m ocr_engine.bench "$@" --json \
+    timeout -k 10 "$limit" "$PYTHON" -m kb_dev.bench.ocr "$@" --json \
         >"$OUT/$name-$tag.json" 2>"$OUT/$name-$tag.log"
     local rc=$?
     [ $rc = 0 ] || tail -5 "$OUT/$name-$tag.log"
@@ -90,7 +92,7 @@ step kv-cache-fill "$kv_timeout" kv-cache --method fill --layers $layers --prefi
     --vocab $vocab --device $device --out "$OUT"
 # batch prints its JSON on stdout; it takes --out only if its parser has one (it had none when this was written)
 batch_out=()
-"$PYTHON" -m ocr_engine.bench batch --help 2>/dev/null | grep -q -- --out && batch_out=(--out "$OUT")
+"$PYTHON" -m kb_dev.bench.ocr batch --help 2>/dev/null | grep -q -- --out && batch_out=(--out "$OUT")
 step batch "$batch_timeout" batch --device $device --layers $layers --prefix $prefix --batches $batches "${batch_out[@]}"
 
 "$PYTHON" - "$OUT/kv-cache-fill-$tag.json" <<'EOF'

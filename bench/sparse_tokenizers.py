@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kb.evaluation import evaluate, format_report, load_questions
+from kb_dev.evaluation import evaluate, format_report, load_questions
 from kb.retrieval import Retriever
 from kb.settings import PipelineSettings
 from kb.sparse import SparseEncoder

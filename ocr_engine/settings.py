@@ -41,7 +41,7 @@ class EngineSettings(BaseSettings):
     cache: str = Field("static", description="R-SWA cache variant: static | dynamic")
 
     # Batched decoding: ranges admitted together decode as one batch of up to this many
-    # rows (1: one at a time). Measured with `python -m ocr_engine.bench batch` on 2 CPU
+    # rows (1: one at a time). Measured with `python -m kb_dev.bench.ocr batch` on 2 CPU
     # cores: 1.54x the tokens per second at 8 rows at the real decoder's width (6.8x on the
     # tiny test model), since a decode step reads every weight once whatever the rows.
     # No GPU figure yet (bench/gpu_check.sh).

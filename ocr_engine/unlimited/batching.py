@@ -8,7 +8,7 @@ B long sequences fit, since each holds ``L_m + window`` tokens, not ``L_m + T``.
   the attention mask, so a padded row sees the same positions as alone); the static
   R-SWA cache gets a batch dimension; each row stops at its own end token, token limit
   or cancel flag, and its output is cut there. Greedy rows equal their batch-1 runs
-  (``python -m ocr_engine.bench batch`` checks it token for token).
+  (``python -m kb_dev.bench.ocr batch`` checks it token for token).
 - ``DecodeBatcher``: one thread that owns the model's decoding. Callers ``submit`` a
   sequence and block; the thread takes what is queued (same n-gram window, up to
   ``max_batch``), and when requests that were admitted have not submitted yet (they are

@@ -16,7 +16,7 @@ from kb.pipeline.index import index_batch
 from kb.pipeline.plan import plan
 from kb.pipeline.report import report
 from kb.pipeline.sense import sense
-from ocr_engine.unlimited.testing import build_tiny_model
+from tests.tiny_unlimited import build_tiny_model
 from tests.integration.stages import context
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
 

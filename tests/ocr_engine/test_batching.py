@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from ocr_engine.bench import main as bench_main
-from ocr_engine.bench_decoder import decoder_model
+from kb_dev.bench.ocr import main as bench_main
+from kb_dev.bench.ocr_decoder import decoder_model
 from ocr_engine.unlimited.batching import DecodeBatcher, DecodeConfig, Sequence, decode
 
 WINDOW, VOCAB, EOS, PAD = 8, 256, 1, 2

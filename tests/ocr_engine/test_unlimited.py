@@ -16,7 +16,7 @@ from ocr_engine.unlimited.backend import UnlimitedBackend
 from ocr_engine.unlimited.budget import TokenBudget, visual_tokens_base_mode
 from ocr_engine.unlimited.cache import bytes_per_token
 from ocr_engine.unlimited.output import distinct_ratio, parse_blocks, split_pages, to_markdown
-from ocr_engine.unlimited.testing import build_tiny_model
+from tests.tiny_unlimited import build_tiny_model
 
 WINDOW = 16
 

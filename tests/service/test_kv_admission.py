@@ -15,7 +15,7 @@ from kb.ocr_client import OcrClient
 from kb_dev.pools import ReplicaCapacity, replica_capacities
 from ocr_engine.settings import EngineSettings
 from ocr_engine.unlimited.backend import UnlimitedBackend
-from ocr_engine.unlimited.testing import build_tiny_model
+from tests.tiny_unlimited import build_tiny_model
 from tests.conftest import start_service
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
 

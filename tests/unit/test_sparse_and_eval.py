@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from kb.errors import EvalSetError
-from kb.evaluation import Question, load_questions, rank_of
+from kb_dev.evaluation import Question, load_questions, rank_of
 from kb.points import language
 from kb.retrieval import snippet
 from kb.sparse import SparseEncoder, term_id, tokenize

@@ -73,6 +73,6 @@ class SearchClient:
 
     def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None,
                     where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]:
-        """What ``kb.evaluation.evaluate`` asks of a retriever."""
+        """What ``kb_dev.evaluation.evaluate`` asks of a retriever."""
         modes = modes or ("hybrid",)
         return {m: [self.search(q, top_k, m, where) for q in queries] for m in modes}

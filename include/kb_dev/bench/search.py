@@ -65,7 +65,7 @@ def _load(client, queries: list[str], concurrency: int, until: threading.Event |
 
 def bench_search(queries: int = 200, concurrency: int = 4, timeout_s: float = 1800.0,
                  echo=print) -> dict[str, Any]:
-    from kb.evaluation import evaluate, load_questions
+    from kb_dev.evaluation import evaluate, load_questions
     from kb.objectstore import ObjectStore
     from kb_dev.samples import write_prose_documents
     from kb.settings import PipelineSettings

@@ -49,7 +49,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from kb.evaluation import evaluate, format_report, load_questions
+    from kb_dev.evaluation import evaluate, format_report, load_questions
     from kb.settings import PipelineSettings
 
     ask = searcher()

@@ -1,10 +1,10 @@
-"""`python -m ocr_engine.bench admission` runs the engine's own device_capacity; on a CPU it says it measured nothing."""
+"""`python -m kb_dev.bench.ocr admission` runs the engine's own device_capacity; on a CPU it says it measured nothing."""
 
 from __future__ import annotations
 
 import json
 
-from ocr_engine.bench import main
+from kb_dev.bench.ocr import main
 from ocr_engine.settings import EngineSettings
 
 

@@ -4,7 +4,7 @@
 over ten minutes for T = 32,768 and each cache kind. Here the cache is instead filled the
 way it would be filled by decoding: one forward over the L_m reference tokens (the R-SWA
 layer takes its first update as the reference part), then the T generated token ids in
-chunks, positions continuing. tests/ocr_engine/test_bench_decoder.py checks that this
+chunks, positions continuing. tests/unit/test_bench_ocr_decoder.py checks that this
 leaves the same cache and the same next-token logits as feeding the tokens one at a time.
 Then ``steps`` single-token greedy forwards are timed from that state.
 
@@ -158,7 +158,7 @@ def checkpoints_for(max_t: int, given: str | None = None) -> list[int]:
 def kv_cache_fill(layers: int, prefix: int, window: int, checkpoints: list[int], vocab: int, device: str,
                   steps: int = 32, chunk: int = FILL_CHUNK) -> dict:
     """Full cache against R-SWA at each T in ``checkpoints``, each by a fresh fill; the report
-    ``python -m ocr_engine.bench kv-cache --method fill`` prints (without its plot)."""
+    ``python -m kb_dev.bench.ocr kv-cache --method fill`` prints (without its plot)."""
     import torch
 
     from ocr_engine.unlimited.cache import bytes_per_token

@@ -1,4 +1,4 @@
-"""The chunked fill of ocr_engine.bench_decoder leaves the cache that decoding token by token leaves."""
+"""The chunked fill of kb_dev.bench.ocr_decoder leaves the cache that decoding token by token leaves."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from ocr_engine.bench_decoder import decoder_model, fill, forward, layer_class, new_cache
+from kb_dev.bench.ocr_decoder import decoder_model, fill, forward, layer_class, new_cache
 from ocr_engine.unlimited.cache import bytes_per_token, cache_bytes
 
 LAYERS, HEADS, HIDDEN, WINDOW, VOCAB = 2, 4, 64, 8, 97
@@ -98,7 +98,7 @@ def test_rswa_bytes_stop_at_the_reference_plus_window_while_the_full_cache_grows
 
 
 def test_the_fill_method_of_the_kv_cache_bench_reports_each_checkpoint(tmp_path, capsys):
-    from ocr_engine.bench import main
+    from kb_dev.bench.ocr import main
 
     assert main(["kv-cache", "--method", "fill", "--layers", "1", "--prefix", "32", "--window", "16", "--max-t", "100",
                  "--checkpoints", "16,64,500", "--vocab", "64", "--device", "cpu", "--json", "--out", str(tmp_path)]) == 0
@@ -116,7 +116,7 @@ def test_the_fill_method_of_the_kv_cache_bench_reports_each_checkpoint(tmp_path,
 
 
 def test_the_generate_method_compares_both_on_a_static_cache_and_prints_only_what_it_measured(tmp_path, capsys):
-    from ocr_engine.bench import main
+    from kb_dev.bench.ocr import main
 
     assert main(["kv-cache", "--layers", "1", "--prefix", "32", "--window", "16", "--max-t", "64", "--vocab", "64",
                  "--device", "cpu", "--json", "--out", str(tmp_path)]) == 0

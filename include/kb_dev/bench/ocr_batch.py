@@ -1,7 +1,7 @@
 """Batched R-SWA decoding against batch 1, through the engine's own ``batching.decode``.
 
-    python -m ocr_engine.bench batch --json                      # CPU, tiny dims, seconds
-    python -m ocr_engine.bench batch --device cuda --layers 12 --prefix 4096 --batches 1,8,32 --json
+    python -m kb_dev.bench.ocr batch --json                      # CPU, tiny dims, seconds
+    python -m kb_dev.bench.ocr batch --device cuda --layers 12 --prefix 4096 --batches 1,8,32 --json
 
 B rows of ``prefix`` random reference tokens each (one length: the batcher never pads)
 decode ``new_tokens`` greedy tokens with the static R-SWA cache. Tokens per second for
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from ocr_engine.bench_decoder import decoder_model
+from kb_dev.bench.ocr_decoder import decoder_model
 from ocr_engine.unlimited.batching import DecodeConfig, Sequence, decode
 from ocr_engine.unlimited.cache import bytes_per_token
 from ocr_engine.unlimited.kv_budget import GPU_MARGIN, SequenceBound, prefill_activation_bytes

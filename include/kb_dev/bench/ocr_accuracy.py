@@ -1,4 +1,4 @@
-"""``python -m ocr_engine.bench ocr-accuracy``: PP-OCR against Tesseract on real PDFs.
+"""``python -m kb_dev.bench.ocr ocr-accuracy``: PP-OCR against Tesseract on real PDFs.
 
 The pages come from documents nobody here wrote: the Debian Reference in English and
 in Simplified Chinese (Debian packages ``debian-reference-en`` and

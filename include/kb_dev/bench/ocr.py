@@ -1,10 +1,10 @@
 """Benchmarks of the OCR engine; each prints numbers measured in one run.
 
-    python -m ocr_engine.bench kv-cache --json [--layers 2 --max-t 4096 --prefix 2048]
-    python -m ocr_engine.bench kv-cache --method fill --json [--max-t 32768 --prefix 4096 --checkpoints 128,2048]
-    python -m ocr_engine.bench ocr-accuracy [--pages 12]
-    python -m ocr_engine.bench batch --json [--device cuda --layers 12 --prefix 4096 --batches 1,8,32]
-    python -m ocr_engine.bench admission --json [--device cuda --model-dir DIR]
+    python -m kb_dev.bench.ocr kv-cache --json [--layers 2 --max-t 4096 --prefix 2048]
+    python -m kb_dev.bench.ocr kv-cache --method fill --json [--max-t 32768 --prefix 4096 --checkpoints 128,2048]
+    python -m kb_dev.bench.ocr ocr-accuracy [--pages 12]
+    python -m kb_dev.bench.ocr batch --json [--device cuda --layers 12 --prefix 4096 --batches 1,8,32]
+    python -m kb_dev.bench.ocr admission --json [--device cuda --model-dir DIR]
 
 ``kv-cache``: the real decoder's dimensions (hidden 1280, 10 KV heads of 128) with
 random weights, a prefix of L_m reference tokens, then T generated tokens, once with
@@ -16,11 +16,11 @@ step time just before each T. On CPU fewer layers and fp32 are used. Everything 
 is measured in the run; the deployment guide's 47.00 GB / 1.77 GB are not reproduced here
 (docs/DEPLOY.md says what they are).
 ``--method fill`` reaches each T by a chunked fill instead, each T with a static cache of
-its own (ocr_engine/bench_decoder.py).
+its own (include/kb_dev/bench/ocr_decoder.py).
 ``batch``: batched R-SWA decoding against batch 1, and the largest batches admission
-allows for R-SWA and a full cache (ocr_engine/bench_batch.py).
+allows for R-SWA and a full cache (include/kb_dev/bench/ocr_batch.py).
 ``admission``: the KV budget the OCR service would admit against on this device,
-``device_capacity`` with its activation reserve, measured (ocr_engine/bench_admission.py).
+``device_capacity`` with its activation reserve, measured (include/kb_dev/bench/ocr_admission.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from ocr_engine.bench_decoder import (
+from kb_dev.bench.ocr_decoder import (
     BENCH_CACHE_KIND,
     REAL_BYTES_PER_TOKEN,
     REAL_HEAD_DIM,
@@ -155,7 +155,7 @@ def _plot(rows: list[dict], window: int, path: Path, report: dict) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ocr_engine.bench")
+    parser = argparse.ArgumentParser(prog="python -m kb_dev.bench.ocr")
     sub = parser.add_subparsers(dest="bench", required=True)
     kv = sub.add_parser("kv-cache")
     kv.add_argument("--layers", type=int, default=None, help="default: 12 on CUDA, 2 on CPU")
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     kv.add_argument("--out", type=Path, default=Path("bench-results"))
     kv.add_argument("--json", action="store_true")
     kv.add_argument("--method", choices=("generate", "fill"), default="generate",
-                    help="fill: a fresh fill to each T, then timed steps (ocr_engine/bench_decoder.py)")
+                    help="fill: a fresh fill to each T, then timed steps (include/kb_dev/bench/ocr_decoder.py)")
     kv.add_argument("--checkpoints", default=None, help="fill only: T values, comma list, capped to --max-t "
                     "(default 128,512,2048,8192,32768)")
     acc = sub.add_parser("ocr-accuracy")
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bench == "admission":
         import torch
 
-        from ocr_engine import bench_admission as admission
+        from kb_dev.bench import ocr_admission as admission
 
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         gpu = device == "cuda"
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bench == "batch":
         import torch
 
-        from ocr_engine.bench_batch import run as batch
+        from kb_dev.bench.ocr_batch import run as batch
         from ocr_engine.settings import EngineSettings
 
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         layers = args.layers or (REAL_LAYERS if device == "cuda" else 2)
         if args.method == "fill":
-            from ocr_engine.bench_decoder import checkpoints_for, kv_cache_fill
+            from kb_dev.bench.ocr_decoder import checkpoints_for, kv_cache_fill
 
             report = kv_cache_fill(layers, args.prefix, args.window, checkpoints_for(args.max_t, args.checkpoints),
                                    args.vocab, device)
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['full_ms_per_token']:>12.2f} {r['rswa_ms_per_token']:>13.2f}")
             print(json.dumps(report["cache_layers"]), json.dumps(report["checks"]), report["plot"], sep="\n")
         return 0
-    from ocr_engine.accuracy import run as accuracy
+    from kb_dev.bench.ocr_accuracy import run as accuracy
 
     report = accuracy(pages_per_language=args.pages, dpi=args.dpi)
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else report["table"])

@@ -1,6 +1,6 @@
 """The admission budget a device gives: ``device_capacity`` and its activation reserve, measured.
 
-    python -m ocr_engine.bench admission --json [--device cuda --model-dir DIR]
+    python -m kb_dev.bench.ocr admission --json [--device cuda --model-dir DIR]
 
 The OCR service sizes its KV budget once, at start (``ocr_engine/unlimited/kv_budget.py``): the
 card's memory less a margin, the weights, and an activation reserve (the peak of one prefill of
@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ocr_engine.bench_decoder import REAL_LAYERS, decoder_model
+from kb_dev.bench.ocr_decoder import REAL_LAYERS, decoder_model
 
 # The released processor in base mode at 1,024 pixels: q = 1,024 / 16 / 4 = 16, q(q + 1) + 1.
 DEFAULT_VISUAL_TOKENS_PER_PAGE = 273
