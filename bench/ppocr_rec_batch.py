@@ -22,7 +22,7 @@ from rapidfuzz.distance import Levenshtein
 
 from kb_dev.corpus import documents, fetch
 from ocr_engine.backends.ppocr import PPOCRBackend
-from ocr_engine.metrics import normalise
+from ocr_engine.api.text import normalise
 from ocr_engine.render import render_page
 from ocr_engine.settings import EngineSettings
 

@@ -24,13 +24,13 @@ from typing import Callable, Iterator
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, Call
-from ocr_engine.backends.names import AUTO
+from ocr_engine.api.names import AUTO
 from ocr_engine.backends.registry import Registry
-from ocr_engine.documents import check_range, close_pdf, open_pdf
-from ocr_engine.errors import Busy, TooManyPages
-from ocr_engine.limits import EngineLimits
+from ocr_engine.api.pdf import check_range, close_pdf, open_pdf
+from ocr_engine.api.errors import Busy, TooManyPages
+from ocr_engine.api.limits import EngineLimits
 from ocr_engine.pace import PageClock
-from ocr_engine.schema import FAILED, PageResult
+from ocr_engine.api.pages import PageResult, PageStatus
 from ocr_engine.settings import EngineSettings
 
 Routes = dict[int, str]  # page (1-based) -> the backend that reads it
@@ -85,7 +85,7 @@ class OcrEngine:
                         results[r.page] = r
                         # as each page arrives: a call cancelled later (a timeout) has still
                         # timed the pages it finished, and the pace a client reads next is real
-                        if r.status != FAILED:
+                        if r.status != PageStatus.FAILED:
                             self.clock.observe(r.backend, r.seconds)
         return [results[n] for n in pages]
 

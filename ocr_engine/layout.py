@@ -18,7 +18,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ocr_engine.schema import Block
+from ocr_engine.api.pages import Block
+from ocr_engine.api.text import is_cjk
 
 Box = tuple[float, float, float, float]
 
@@ -45,12 +46,6 @@ class _Placed:
     @property
     def height(self) -> float:
         return self.bbox[3] - self.bbox[1]
-
-
-def is_cjk(ch: str) -> bool:
-    """Whether ``ch`` is written without word spaces: CJK ideographs, kana, CJK punctuation,
-    fullwidth forms."""
-    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uff00" <= ch <= "\uffef"
 
 
 def _join(a: str, b: str) -> str:

@@ -7,12 +7,13 @@ time. MuPDF applies the page's /Rotate, so a rotated page comes out upright.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 import pymupdf
+
+from ocr_engine.api.pdf import zoom_for
 
 
 @dataclass
@@ -21,15 +22,6 @@ class RenderedPage:
     image: np.ndarray  # (height, width, 3) uint8 RGB
     zoom: float  # pixels per PDF point: divide pixel coordinates by it for page coordinates
     downscaled: bool
-
-
-def zoom_for(page: pymupdf.Page, dpi: int, max_pixels: int) -> tuple[float, bool]:
-    zoom = dpi / 72.0
-    rect = page.rect  # already rotated
-    pixels = rect.width * zoom * rect.height * zoom
-    if pixels <= max_pixels:
-        return zoom, False
-    return math.sqrt(max_pixels / (rect.width * rect.height)), True
 
 
 def render_page(page: pymupdf.Page, dpi: int, max_pixels: int) -> RenderedPage:

@@ -12,7 +12,7 @@ import bisect
 import cv2
 import numpy as np
 
-from ocr_engine.layout import is_cjk
+from ocr_engine.api.text import is_cjk
 
 # No space goes before a closing mark or after an opening one, nor next to a slash: such gaps
 # are mostly side bearings in monospaced code ("c(A , C)", "http: //"). On the 35 English

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Callable
 
 from kb.reading import Box, Piece, PieceKind, Reading
-from ocr_engine.tables import table_markdown
+from ocr_engine.api.tables import table_markdown
 
 # Part of the index signature (``kb.pipeline.signature``): changing how documents are read
 # or chunked re-chunks every indexed document once, from its stored page results.

@@ -27,7 +27,7 @@ class KbError(Exception):
 
 class DocumentError(KbError):
     """A document that cannot be indexed as it is: quarantined, never retried. (Bad input
-    found while opening a PDF is ``ocr_engine.errors.InputError``, with its own codes.)"""
+    found while opening a PDF is ``ocr_engine.api.errors.InputError``, with its own codes.)"""
 
     code = "document_error"
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ocr_engine.backends.names import BackendName
-from ocr_engine.limits import EngineLimits
-from ocr_engine.service.contract import PublishedLimits, RequestLimits
+from ocr_engine.api.names import BackendName
+from ocr_engine.api.limits import EngineLimits
+from ocr_engine.api.contract import PublishedLimits, RequestLimits
 
 if TYPE_CHECKING:
     from ocr_engine.engine import OcrEngine

@@ -4,7 +4,7 @@ The one place the service's answers become the pipeline's errors:
 - 429, 503 and connection errors pass: retried with exponential backoff (honouring
   Retry-After). A read timeout is not resent here (the service may still be working on
   it); it fails the task, whose own retries come later.
-- the rest as the service's contract says (``ocr_engine.service.contract``: each error
+- the rest as the service's contract says (``ocr_engine.api.contract``: each error
   states its scope, and the client keeps no list of codes):
   - ``range`` (413 too many pages, bytes or KV; 504 too slow): our limits, not the
     document's: ``RangeTooLarge`` / ``RangeTimedOut``, the caller splits the range;
@@ -29,7 +29,7 @@ import httpx
 
 from kb.errors import DocumentError, InfrastructureError, RangeTimedOut, RangeTooLarge
 from kb.limits import RangeLimits
-from ocr_engine.service.contract import PublishedLimits, Scope, refusal_of
+from ocr_engine.api.contract import PublishedLimits, Scope, refusal_of
 
 RETRY_STATUSES = {429, 503}  # resent here, with backoff; other ``retry`` answers fail the task
 

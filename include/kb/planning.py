@@ -15,7 +15,7 @@ import pymupdf
 
 from kb.limits import RangeLimits
 from kb.settings import PipelineSettings
-from ocr_engine.router import text_layer_pages
+from ocr_engine.api.pdf import text_layer_pages
 
 TEXT = "text"
 SCANNED = "scanned"
@@ -23,7 +23,7 @@ SCANNED = "scanned"
 
 def classify_pages(doc: pymupdf.Document, min_chars: int) -> list[str]:
     """Per page, ``text`` when its text layer is usable, else ``scanned``, by the engine's own
-    rule (``ocr_engine.router.text_layer_pages``). Given the ``min_chars`` the reader
+    rule (``ocr_engine.api.pdf.text_layer_pages``). Given the ``min_chars`` the reader
     publishes (``RangeLimits.min_text_chars``), the pages marked scanned are exactly those
     the engine's ``auto`` route sends to its OCR backend (tests/ocr_engine/test_registry.py
     checks it on mixed pages)."""

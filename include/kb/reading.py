@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Iterable, Sequence
 
-from ocr_engine.layout import is_cjk as _cjk
-from ocr_engine.tables import parse_table_text, table_markdown
+from ocr_engine.api.text import is_cjk as _cjk
+from ocr_engine.api.tables import parse_table_text, table_markdown
 
 BBox = tuple[float, float, float, float]
 

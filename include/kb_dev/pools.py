@@ -15,7 +15,7 @@ from typing import Any
 from kb.ocr_client import OcrClient
 from kb_airflow.names import OCR_POOL
 from kb_dev.airflow_api import AirflowClient
-from ocr_engine.service.contract import PublishedLimits
+from ocr_engine.api.contract import PublishedLimits
 
 DESCRIPTION = "OCR page ranges on the GPU pool: the replicas' published capacity (kb pools sync)"
 

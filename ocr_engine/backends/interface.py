@@ -19,10 +19,10 @@ from typing import Iterable, Iterator, Protocol
 
 import pymupdf
 
-from ocr_engine.errors import Cancelled
+from ocr_engine.api.errors import Cancelled
 from ocr_engine.render import RenderedPage, iter_pages
-from ocr_engine.schema import PageResult
-from ocr_engine.unlimited.budget import TokenBudget
+from ocr_engine.api.pages import PageResult
+from ocr_engine.api.limits import TokenBudget
 from ocr_engine.unlimited.kv_budget import SequenceBound
 
 

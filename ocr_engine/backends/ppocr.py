@@ -16,10 +16,10 @@ import numpy as np
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, Call
-from ocr_engine.backends.names import BackendName
+from ocr_engine.api.names import BackendName
 from ocr_engine.layout import Line, to_blocks
 from ocr_engine.render import RenderedPage
-from ocr_engine.schema import EMPTY, OK, PageResult, count_chars
+from ocr_engine.api.pages import PageResult, PageStatus, count_chars
 from ocr_engine.spacing import restore_spaces
 
 NAME = BackendName.PPOCR.value
@@ -112,7 +112,7 @@ class PPOCRBackend(Backend):
         if page_height_pt is None:
             page_height_pt = rendered.image.shape[0] / rendered.zoom
         return PageResult(
-            page=rendered.page, markdown=markdown, blocks=blocks, backend=NAME, status=OK if chars else EMPTY,
+            page=rendered.page, markdown=markdown, blocks=blocks, backend=NAME, status=PageStatus.OK if chars else PageStatus.EMPTY,
             chars=chars, confidence=confidence, model_version=self.model_version,
             seconds=round(time.perf_counter() - started, 4), width=page_width_pt, height=page_height_pt,
         )

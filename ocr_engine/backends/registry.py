@@ -4,8 +4,7 @@ scanned pages to, and the route of each page of a request.
 A request's ``backend`` is ``auto`` (per page, the text layer where it is usable, else the
 OCR backend: ``OCR_OCR_BACKEND``, or where that is ``auto`` too, ``unlimited`` when weights
 are configured and ``ppocr`` otherwise) or one registered name, which then reads every page.
-Nothing heavy is imported here: a registration builds its backend on demand (the pipeline
-imports this module through ``cost`` and ``kb.limits``).
+Nothing heavy is imported here: a registration builds its backend on demand.
 """
 
 from __future__ import annotations
@@ -13,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from ocr_engine.backends.names import AUTO, BackendName
-from ocr_engine.errors import BackendUnavailable
+from ocr_engine.api.names import AUTO, TEXT_LAYER_READERS, BackendName
+from ocr_engine.api.errors import BackendUnavailable
 from ocr_engine.settings import EngineSettings
 
 if TYPE_CHECKING:
@@ -51,11 +50,9 @@ def _unlimited(settings: EngineSettings) -> "Backend":
     return UnlimitedBackend(settings.model_dir, settings)
 
 
-BUILTIN = (
-    Registration(BackendName.TEXTLAYER.value, _textlayer, reads_text_layer=True),
-    Registration(BackendName.PPOCR.value, _ppocr),
-    Registration(BackendName.UNLIMITED.value, _unlimited),
-)
+_BUILDERS = {BackendName.TEXTLAYER: _textlayer, BackendName.PPOCR: _ppocr, BackendName.UNLIMITED: _unlimited}
+BUILTIN = tuple(Registration(name.value, build, reads_text_layer=name in TEXT_LAYER_READERS)
+                for name, build in _BUILDERS.items())
 
 
 class Registry:
@@ -102,7 +99,7 @@ class Registry:
         self.check(requested)
         if requested != AUTO:
             return {n: requested for n in pages}
-        from ocr_engine.router import text_layer_pages
+        from ocr_engine.api.pdf import text_layer_pages
 
         text, ocr = text_layer_pages(doc, pages, settings.min_text_chars), self.ocr_backend(settings)
         return {n: self.text_layer if n in text else ocr for n in pages}

@@ -1,7 +1,7 @@
 """The ``textlayer`` backend: a born-digital page's own text, as Markdown with blocks.
 
 Headings are told apart from body text by font size relative to the page's body size;
-tables drawn with rules become table blocks (``ocr_engine.tables``). Page numbers and
+tables drawn with rules become table blocks (``ocr_engine.api.tables``). Page numbers and
 running headers stay in the page's result: the document reader (``kb.reading``) sets
 aside what repeats across pages, which one page alone cannot tell.
 Boxes are in the displayed page's points (its /Rotate applied), as OCR'd pages' are.
@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import statistics
 import time
-import unicodedata
 
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, Call
-from ocr_engine.backends.names import BackendName
-from ocr_engine.schema import EMPTY, OK, Block, PageResult, block_markdown, count_chars
-from ocr_engine.tables import ruled_tables
+from ocr_engine.api.names import BackendName
+from ocr_engine.api.pages import Block, PageResult, PageStatus, block_markdown, count_chars
+from ocr_engine.api.tables import ruled_tables
 
 NAME = BackendName.TEXTLAYER.value
 
@@ -41,15 +40,6 @@ def _join_lines(lines: list[str]) -> str:
         else:
             out += " " + line
     return out
-
-
-def usable_text(text: str, min_chars: int) -> bool:
-    """Enough characters, and mostly real ones (not replacement or control garbage)."""
-    chars = [c for c in text if not c.isspace()]
-    if len(chars) < min_chars:
-        return False
-    good = sum(1 for c in chars if unicodedata.category(c)[0] in "LNPS" and c != "\ufffd")
-    return good / len(chars) >= 0.85
 
 
 def _merge_paragraph_lines(raw, body: float):
@@ -174,7 +164,7 @@ def extract_page(page: pymupdf.Page) -> PageResult:
         markdown=markdown,
         blocks=blocks,
         backend=NAME,
-        status=OK if chars else EMPTY,
+        status=PageStatus.OK if chars else PageStatus.EMPTY,
         chars=chars,
         seconds=round(time.perf_counter() - started, 4),
         width=round(page.rect.width, 2),

@@ -17,7 +17,7 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass
 
-from ocr_engine.service import errors as E
+from ocr_engine.api import http_errors as E
 from ocr_engine.service.metrics import Metrics
 
 

@@ -20,9 +20,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ocr_engine.engine import OcrEngine
-from ocr_engine.service import contract, parsing
-from ocr_engine.service import errors as E
-from ocr_engine.service.http import BodyTooLarge, answer_refusals_of_the_framework, around_requests
+from ocr_engine.api import contract
+from ocr_engine.service import parsing
+from ocr_engine.api import http_errors as E
+from ocr_engine.api.http import BodyTooLarge, answer_refusals_of_the_framework, around_requests
 from ocr_engine.service.settings import ServiceSettings
 from ocr_engine.service.state import ServiceState, log_event
 

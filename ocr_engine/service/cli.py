@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
-
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        message = record.getMessage()
-        try:
-            body = json.loads(message) if message.startswith("{") else {"message": message}
-        except ValueError:
-            body = {"message": message}
-        return json.dumps({"ts": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name,
-                           **body}, ensure_ascii=False)
+from ocr_engine.api.http import JsonFormatter
 
 
 def main(argv: list[str] | None = None) -> int:

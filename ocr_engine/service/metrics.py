@@ -7,8 +7,8 @@ import sys
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
-from ocr_engine import cost
-from ocr_engine.schema import PageResult
+from ocr_engine.api import cost
+from ocr_engine.api.pages import PageResult
 
 
 class Metrics:
@@ -58,7 +58,7 @@ class Metrics:
         for r in results:
             self.pages.labels(r.backend, r.status).inc()
             tokens += r.tokens_out or 0
-            if not cost.read_by_ocr(r.backend, r.status):
+            if not cost.read_by_ocr(r):
                 continue
             device_s = cost.device_time(r.device_seconds, r.seconds)
             self.ocr_pages.inc()

@@ -29,13 +29,13 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
-from ocr_engine import errors as engine_errors
-from ocr_engine.backends.names import AUTO
+from ocr_engine.api import errors as engine_errors
+from ocr_engine.api.names import AUTO
 from ocr_engine.engine import Routes
-from ocr_engine.schema import PageResult
-from ocr_engine.service import errors as E
+from ocr_engine.api.pages import PageResult
+from ocr_engine.api import http_errors as E
 from ocr_engine.service.admission import Ticket
-from ocr_engine.service.http import BodyTooLarge
+from ocr_engine.api.http import BodyTooLarge
 from ocr_engine.service.s3 import read_s3
 from ocr_engine.service.state import ServiceState
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ocr_engine.service import errors as E
+from ocr_engine.api import http_errors as E
 from ocr_engine.service.settings import ServiceSettings
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")

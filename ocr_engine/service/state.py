@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocr_engine.backends.interface import Backend
-from ocr_engine.backends.names import AUTO
+from ocr_engine.api.names import AUTO
 from ocr_engine.engine import OcrEngine
-from ocr_engine.service import errors as E
+from ocr_engine.api import http_errors as E
 from ocr_engine.service.admission import KvAdmission
-from ocr_engine.service.contract import KvLimits, PublishedLimits, RequestLimits
+from ocr_engine.api.contract import KvLimits, PublishedLimits, RequestLimits
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.service.settings import ServiceSettings
 

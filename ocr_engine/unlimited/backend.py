@@ -27,14 +27,15 @@ from typing import Any
 import pymupdf
 
 from ocr_engine.backends.interface import Backend, BackendLimits, Call
-from ocr_engine.backends.names import BackendName
-from ocr_engine.errors import BackendUnavailable, Cancelled
-from ocr_engine.schema import EMPTY, OK, REPEATED, TRUNCATED, PageResult, count_chars
+from ocr_engine.api.names import BackendName
+from ocr_engine.api.errors import BackendUnavailable, Cancelled
+from ocr_engine.api.pages import PageResult, PageStatus, count_chars
 from ocr_engine.settings import EngineSettings
 from ocr_engine.unlimited import manifest
 from ocr_engine.unlimited.budget import MULTI_PAGE_PROMPT, TokenBudget, budget_for
 from ocr_engine.unlimited.kv_budget import SequenceBound, device_capacity
-from ocr_engine.unlimited.output import distinct_ratio, parse_blocks, split_pages, to_markdown
+from ocr_engine.api.text import distinct_ratio
+from ocr_engine.unlimited.output import parse_blocks, split_pages, to_markdown
 
 NAME = BackendName.UNLIMITED.value
 SINGLE_PAGE_PROMPT = "document parsing."
@@ -295,13 +296,13 @@ class UnlimitedBackend(Backend):
             blocks = parse_blocks(piece, width, height)
             markdown = to_markdown(blocks)
             page_tokens = tokenizer(piece, add_special_tokens=False)["input_ids"] if piece else []
-            status, reason = (OK, None) if count_chars(markdown) else (EMPTY, None)
+            status, reason = (PageStatus.OK, None) if count_chars(markdown) else (PageStatus.EMPTY, None)
             if i >= len(pieces):
-                status, reason = TRUNCATED, f"the output has {len(pieces)} page separator(s) for {n} pages"
+                status, reason = PageStatus.TRUNCATED, f"the output has {len(pieces)} page separator(s) for {n} pages"
             elif not ended and i == len(pieces) - 1:
-                status, reason = TRUNCATED, f"generation stopped at {len(generated)} tokens without an end token"
+                status, reason = PageStatus.TRUNCATED, f"generation stopped at {len(generated)} tokens without an end token"
             elif distinct_ratio(page_tokens, self.settings.distinct_n) < self.settings.min_distinct_ratio:
-                status, reason = REPEATED, (f"distinct-{self.settings.distinct_n} "
+                status, reason = PageStatus.REPEATED, (f"distinct-{self.settings.distinct_n} "
                                             f"{distinct_ratio(page_tokens, self.settings.distinct_n):.2f} "
                                             f"< {self.settings.min_distinct_ratio}")
             results.append(PageResult(

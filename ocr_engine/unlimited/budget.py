@@ -8,7 +8,8 @@ reserve for output kept per page. R-SWA bounds the cache, not the positions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from ocr_engine.api.limits import TokenBudget
 
 
 def visual_tokens_base_mode(image_size: int, patch_size: int = 16, downsample_ratio: int = 4) -> int:
@@ -19,22 +20,6 @@ def visual_tokens_base_mode(image_size: int, patch_size: int = 16, downsample_ra
     """
     q = math.ceil(image_size // patch_size / downsample_ratio)
     return q * (q + 1) + 1
-
-
-@dataclass(frozen=True)
-class TokenBudget:
-    context_length: int
-    visual_tokens_per_page: int
-    prompt_tokens: int
-    output_tokens_per_page: int
-
-    def tokens_for(self, pages: int) -> int:
-        return self.prompt_tokens + pages * (self.visual_tokens_per_page + self.output_tokens_per_page)
-
-    def max_pages(self) -> int:
-        """The largest page range that fits; at least 1 if even one page fits, else 0."""
-        per_page = self.visual_tokens_per_page + self.output_tokens_per_page
-        return max(0, (self.context_length - self.prompt_tokens) // per_page)
 
 
 MULTI_PAGE_PROMPT = "Multi page parsing."

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ocr_engine.errors import BackendUnavailable
+from ocr_engine.api.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 # Headroom on a GPU for what the measurement cannot see (allocator fragmentation, the

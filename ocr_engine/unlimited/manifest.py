@@ -11,7 +11,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from ocr_engine.errors import ModelIntegrityError
+from ocr_engine.api.errors import ModelIntegrityError
 
 MANIFEST = "manifest.sha256.json"
 

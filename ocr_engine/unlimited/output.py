@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ocr_engine.schema import Block
-from ocr_engine.tables import parse_table_text, table_block
+from ocr_engine.api.pages import Block
+from ocr_engine.api.tables import parse_table_text, table_block
 
 PAGE_SEPARATOR = "<PAGE>"
 _DETECTION = re.compile(r"<\|det\|>(\S+) \[(\d+), (\d+), (\d+), (\d+)\]<\|/det\|>(.*?)(?=<\|det\|>|<PAGE>|\Z)", re.DOTALL)
@@ -55,14 +55,3 @@ def to_markdown(blocks: list[Block]) -> str:
 
 def _strip_tags(text: str) -> str:
     return re.sub(r"<\|/?[a-z_]+\|>", "", text).strip()
-
-
-def distinct_ratio(tokens: list[int] | list[str], n: int) -> float:
-    """Distinct n-grams over all n-grams (1.0 when there are fewer than n tokens).
-
-    The Unlimited OCR paper's distinct-n: a repetition loop drives it towards 0.
-    """
-    if len(tokens) < n:
-        return 1.0
-    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
-    return len(set(grams)) / len(grams)

@@ -10,8 +10,8 @@ import pymupdf
 
 from ocr_engine.backends.interface import BackendLimits, Call
 from ocr_engine.backends.registry import BUILTIN, Registration, Registry
-from ocr_engine.schema import OK, PageResult, count_chars
-from ocr_engine.unlimited.budget import TokenBudget
+from ocr_engine.api.pages import PageResult, PageStatus, count_chars
+from ocr_engine.api.limits import TokenBudget
 from ocr_engine.unlimited.kv_budget import SequenceBound
 
 NAME = "fake"
@@ -49,7 +49,7 @@ class FakeBackend:
         for rendered in call.render(doc, pages):  # the engine's rendering, within its pixel budget
             call.check_cancel()
             text = f"fake read page {rendered.page} at {rendered.image.shape[1]} px"
-            results.append(PageResult(page=rendered.page, markdown=text, backend=NAME, status=OK,
+            results.append(PageResult(page=rendered.page, markdown=text, backend=NAME, status=PageStatus.OK,
                                       chars=count_chars(text), model_version=self.model_version, seconds=0.01))
         with self._lock:
             self.calls.append(pages)

@@ -6,7 +6,7 @@ import pymupdf
 import pytest
 
 from ocr_engine.engine import OcrEngine
-from ocr_engine.metrics import cer
+from ocr_engine.api.text import cer
 from ocr_engine.settings import EngineSettings
 
 ENGLISH = ("Replace the mechanical impeller seal every 2000 operating hours. "

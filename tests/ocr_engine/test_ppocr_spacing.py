@@ -11,7 +11,7 @@ import pytest
 
 from ocr_engine.backends.ppocr import PPOCRBackend
 from ocr_engine.spacing import restore_spaces
-from ocr_engine.metrics import cer_spaced
+from ocr_engine.api.text import cer_spaced
 from ocr_engine.render import RenderedPage
 
 WORDS = "only be crudely imitated with ligatures according to Milo"

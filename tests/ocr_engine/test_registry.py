@@ -7,10 +7,10 @@ import pymupdf
 import pytest
 
 from kb.planning import SCANNED, TEXT, classify_pages
-from ocr_engine import cost
+from ocr_engine.api import cost
 from ocr_engine.backends.registry import Registry
 from ocr_engine.engine import OcrEngine
-from ocr_engine.schema import FAILED, OK
+from ocr_engine.api.pages import PageResult, PageStatus
 from ocr_engine.settings import EngineSettings
 from tests.ocr_engine.fake_backend import BOUND, NAME, PER_CALL, FakeBackend, registry_with
 from tests.pdfs import coded_pages, image_only_pdf, make_pdf
@@ -49,7 +49,7 @@ def test_a_named_backend_reads_every_page_and_its_calls_come_back_from_it():
     fake = FakeBackend()
     engine = fake_engine(fake)
     results = engine.parse_pdf(mixed_pdf(), 2, 4, backend=NAME)
-    assert [(r.page, r.backend, r.status) for r in results] == [(2, NAME, OK), (3, NAME, OK), (4, NAME, OK)]
+    assert [(r.page, r.backend, r.status) for r in results] == [(2, NAME, PageStatus.OK), (3, NAME, PageStatus.OK), (4, NAME, PageStatus.OK)]
     assert results[0].markdown.startswith("fake read page 2") and fake.calls == [[2, 3, 4]]
     assert {r.backend for r in engine.parse_pdf(mixed_pdf(), backend="textlayer")} == {"textlayer"}
     assert engine.limits().pace[NAME]["samples"] == 3  # the engine's clock timed the fake's pages
@@ -81,6 +81,9 @@ def test_the_registry_chooses_the_ocr_backend_and_what_a_request_may_ask_for(tmp
 
 
 def test_cost_counts_every_page_a_backend_read_from_images_and_no_text_layer_page():
-    assert [cost.read_by_ocr(b, OK) for b in ("textlayer", "ppocr", "unlimited", NAME, "", None)] == \
-        [False, True, True, True, False, False]
-    assert not cost.read_by_ocr("ppocr", FAILED)
+    def page(backend: str, status: PageStatus = PageStatus.OK) -> PageResult:
+        return PageResult(page=1, markdown="x", backend=backend, status=status)
+
+    assert [cost.read_by_ocr(page(b)) for b in ("textlayer", "ppocr", "unlimited", NAME, "")] == \
+        [False, True, True, True, False]
+    assert not cost.read_by_ocr(page("ppocr", PageStatus.FAILED))

@@ -9,13 +9,15 @@ import pytest
 import torch
 from PIL import Image
 
-from ocr_engine.errors import ModelIntegrityError
-from ocr_engine.schema import TRUNCATED
+from ocr_engine.api.errors import ModelIntegrityError
+from ocr_engine.api.pages import PageStatus
 from ocr_engine.settings import EngineSettings
 from ocr_engine.unlimited.backend import UnlimitedBackend
-from ocr_engine.unlimited.budget import TokenBudget, visual_tokens_base_mode
+from ocr_engine.api.limits import TokenBudget
+from ocr_engine.unlimited.budget import visual_tokens_base_mode
 from ocr_engine.unlimited.cache import bytes_per_token
-from ocr_engine.unlimited.output import distinct_ratio, parse_blocks, split_pages, to_markdown
+from ocr_engine.api.text import distinct_ratio
+from ocr_engine.unlimited.output import parse_blocks, split_pages, to_markdown
 from tests.tiny_unlimited import build_tiny_model
 
 WINDOW = 16
@@ -41,7 +43,7 @@ def test_loads_through_the_verified_loader_and_returns_one_result_per_page(tiny_
         assert len(r.weights_digest) == 64
         assert r.tokens_in == backend.visual_tokens_per_page
     # random weights never write an end token within 24 tokens a page: that is a truncation
-    assert any(r.status == TRUNCATED for r in results)
+    assert any(r.status == PageStatus.TRUNCATED for r in results)
 
 
 @pytest.mark.parametrize("kind", ["static", "dynamic"])

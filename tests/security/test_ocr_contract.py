@@ -9,7 +9,7 @@ import pytest
 
 from kb.errors import RangeTooLarge
 from kb.ocr_client import OcrClient, OcrRejected, OcrRequestRefused
-from ocr_engine.service import contract
+from ocr_engine.api import contract
 from tests import pdfs
 
 DOCUMENTS = [

@@ -18,7 +18,7 @@ from kb.ocr_client import OcrClient
 from kb_dev.pools import ReplicaCapacity, capacity_of
 from ocr_engine.engine import OcrEngine
 from ocr_engine.service.app import create_app
-from ocr_engine.service.contract import PublishedLimits
+from ocr_engine.api.contract import PublishedLimits
 from ocr_engine.service.settings import ServiceSettings
 from ocr_engine.settings import EngineSettings
 from tests.conftest import free_ports

@@ -9,7 +9,7 @@ from kb.pipeline.accounting import OcrUsage, merge, usage_summary
 from kb.pipeline.index import LoadedPages
 from kb.pipeline.messages import DocumentResult, Plan, Sensed
 from kb.pipeline.report import summarize
-from ocr_engine.schema import EMPTY, FAILED, PageResult
+from ocr_engine.api.pages import PageResult, PageStatus
 
 
 def page(n: int, backend: str = "unlimited", status: str = "ok", **fields) -> dict:
@@ -26,9 +26,9 @@ def test_text_layer_and_failed_pages_cost_nothing_and_an_empty_ocr_page_counts()
     pages = [
         unlimited(1),
         page(2, backend="textlayer", seconds=0.05, tokens_out=999),
-        page(3, status=FAILED, tokens_in=273, tokens_out=2048, seconds=9.0, device_seconds=8.0,
+        page(3, status=PageStatus.FAILED, tokens_in=273, tokens_out=2048, seconds=9.0, device_seconds=8.0,
              kv_peak_bytes=10**9, kv_mean_bytes=10**9),
-        page(4, status=EMPTY, tokens_in=273, tokens_out=3, seconds=1.0, device_seconds=0.25),
+        page(4, status=PageStatus.EMPTY, tokens_in=273, tokens_out=3, seconds=1.0, device_seconds=0.25),
         page(5, backend="", seconds=4.0),  # no backend: a page nothing read
     ]
     usage = OcrUsage.of_pages(pages)

@@ -1,7 +1,7 @@
 import pytest
 
-from ocr_engine import errors
-from ocr_engine.documents import open_pdf
+from ocr_engine.api import errors
+from ocr_engine.api.pdf import open_pdf
 from tests.pdfs import coded_pages, encrypted_pdf, make_pdf, truncated_pdf
 
 
@@ -93,7 +93,7 @@ def test_a_page_renders_within_the_pixel_budget_whatever_size_it_claims():
 
 
 def test_nesting_depth_skips_brackets_inside_strings():
-    from ocr_engine.structure import nesting_depth
+    from ocr_engine.api.structure import nesting_depth
 
     assert nesting_depth("<< /A [ [ 1 ] ] /B (a string with [[[ and \\) inside) >>") == 3
     assert nesting_depth("[" * 70 + "]" * 70) == 70

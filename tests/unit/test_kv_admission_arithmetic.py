@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from kb_dev.pools import ReplicaCapacity, capacity_of
-from ocr_engine.limits import EngineLimits
-from ocr_engine.service import errors as E
+from ocr_engine.api.limits import EngineLimits
+from ocr_engine.api import http_errors as E
 from ocr_engine.service.admission import KvAdmission
-from ocr_engine.service.contract import KvLimits, PublishedLimits, RequestLimits
+from ocr_engine.api.contract import KvLimits, PublishedLimits, RequestLimits
 from ocr_engine.service.metrics import Metrics
 from ocr_engine.unlimited.kv_budget import SequenceBound
 

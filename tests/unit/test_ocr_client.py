@@ -188,8 +188,8 @@ def test_a_replica_that_is_down_is_skipped_and_all_down_is_reported_once_per_rou
 
 
 def test_every_engine_error_code_is_in_the_contract_at_a_4xx_or_5xx_status():
-    from ocr_engine import errors as engine_errors
-    from ocr_engine.service.contract import REFUSALS, Scope
+    from ocr_engine.api import errors as engine_errors
+    from ocr_engine.api.contract import REFUSALS, Scope
 
     def subclasses(cls):
         for sub in cls.__subclasses__():

@@ -1,7 +1,8 @@
 import pymupdf
 
 from kb.planning import SCANNED, TEXT, classify_pages, split_ranges
-from ocr_engine.backends.textlayer import extract_range, usable_text
+from ocr_engine.api.pdf import usable_text
+from ocr_engine.backends.textlayer import extract_range
 from tests.pdfs import coded_pages, image_only_pdf, make_pdf
 
 

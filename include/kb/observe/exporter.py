@@ -30,7 +30,7 @@ from kb.ledger import Status, doc_id_for, pending_work
 from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
 from kb.settings import PipelineSettings
-from ocr_engine import cost
+from ocr_engine.api import cost
 
 log = logging.getLogger("kb.observe.exporter")
 

@@ -2,7 +2,7 @@
 
 Computed from the stored page dicts (``PageResult.as_dict()`` or the OCR service's JSON,
 same keys), so it works the same for the local engine and the service. Which pages count
-and what their device time is are ``ocr_engine.cost``'s rules, which the service's
+and what their device time is are ``ocr_engine.api.cost``'s rules, which the service's
 /metrics apply too.
 """
 
@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable
 
-from ocr_engine import cost
+from ocr_engine.api import cost
+from ocr_engine.api.pages import PageResult
 
 
 def is_ocr_page(page: dict[str, Any]) -> bool:
     """A page an OCR backend read and returned: not from its text layer, not failed."""
-    return cost.read_by_ocr(page.get("backend"), page.get("status"))
+    return cost.read_by_ocr(PageResult.from_dict(page))
 
 
 @dataclass(frozen=True)

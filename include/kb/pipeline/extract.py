@@ -36,8 +36,8 @@ from kb.pipeline.messages import PageRange
 from kb.pipeline.records import quarantine
 from kb.planning import SCANNED, RangeCaps, classify_pages
 from kb.settings import PipelineSettings
-from ocr_engine.documents import slice_pdf
-from ocr_engine.schema import FAILED, REPEATED, TRUNCATED
+from ocr_engine.api.pdf import slice_pdf
+from ocr_engine.api.pages import PageStatus
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 # OCR backend a reviewer forced) and the CER audit's "ppocr".
 PageExtractor = Callable[..., list[dict[str, Any]]]
 # a page in one of these makes its range split (or, alone, a failed page)
-BAD_STATUSES = (TRUNCATED, REPEATED, FAILED)
+BAD_STATUSES = (PageStatus.TRUNCATED, PageStatus.REPEATED, PageStatus.FAILED)
 
 
 @lru_cache(maxsize=1)
@@ -134,7 +134,7 @@ def extract(ctx: Context, rng: PageRange, extractor: PageExtractor = engine_extr
     pages = sorted(reading.pages, key=lambda p: p["page"])
     if ctx.quality.cer_audit:
         _audit_one_page(data, pages, extractor)
-    failed = [{"page": p["page"], "reason": p.get("reason")} for p in pages if p.get("status") == FAILED]
+    failed = [{"page": p["page"], "reason": p.get("reason")} for p in pages if p.get("status") == PageStatus.FAILED]
     if failed:
         log.warning("%s pages %d-%d: %d page(s) failed alone: %s", rng.key, rng.first, rng.last, len(failed), failed[:3])
     ctx.store.put_json(bucket, rng.result_key, {
@@ -211,8 +211,8 @@ def _failed_page(page: int, problem: KbError, pages: list[dict[str, Any]] | None
     if pages:  # the reader answered, with a bad page
         own = pages[0]
         reason = f"{own.get('status')}: {own.get('reason') or 'no reason given'}"
-        return {**own, "markdown": "", "blocks": [], "chars": 0, "status": FAILED, "reason": reason}
-    return {"page": page, "markdown": "", "blocks": [], "chars": 0, "status": FAILED,
+        return {**own, "markdown": "", "blocks": [], "chars": 0, "status": PageStatus.FAILED, "reason": reason}
+    return {"page": page, "markdown": "", "blocks": [], "chars": 0, "status": PageStatus.FAILED,
             "reason": f"{problem.code}: {problem.message}"}
 
 

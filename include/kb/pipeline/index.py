@@ -32,7 +32,7 @@ from kb.pipeline.signature import signature_of
 from kb.points import chunk_payload, point_id
 from kb.reading import read_document
 from kb.sparse import SparseEncoder, SparseVector
-from ocr_engine.schema import FAILED
+from ocr_engine.api.pages import PageStatus
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +54,11 @@ class LoadedPages:
     @property
     def by_backend(self) -> dict[str, int]:
         """Pages that were read (not failed), by the backend that read them."""
-        return dict(Counter(p.get("backend") or "unknown" for p in self.pages if p.get("status") != FAILED))
+        return dict(Counter(p.get("backend") or "unknown" for p in self.pages if p.get("status") != PageStatus.FAILED))
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [{"page": p["page"], "reason": p.get("reason")} for p in self.pages if p.get("status") == FAILED]
+        return [{"page": p["page"], "reason": p.get("reason")} for p in self.pages if p.get("status") == PageStatus.FAILED]
 
 
 @dataclass
@@ -141,7 +141,7 @@ def chunk_pages(pages: list[dict[str, Any]], embedder: TextEmbedder, settings) -
     """A document's page results (failed pages left out) read as one document and chunked
     within the embedder's window: what index embeds, and what the benchmarks measure."""
     return chunk_document(
-        read_document([p for p in pages if p.get("status") != FAILED]),
+        read_document([p for p in pages if p.get("status") != PageStatus.FAILED]),
         embedder.count_tokens,
         max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens - 8),
         overlap_sentences=settings.chunk_overlap_sentences,

@@ -19,8 +19,8 @@ from kb.pipeline.messages import DocumentResult, PageRange, Plan, PlannedDocumen
 from kb.pipeline.records import quarantine, record
 from kb.pipeline.signature import index_signature
 from kb.planning import SCANNED, RangeCaps, classify_pages, cut_ranges
-from ocr_engine.documents import open_pdf
-from ocr_engine.errors import DocumentTooLarge, InputError
+from ocr_engine.api.pdf import open_pdf
+from ocr_engine.api.errors import DocumentTooLarge, InputError
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 
 from kb.sparse import CJK
-from ocr_engine.metrics import cer
-from ocr_engine.schema import FAILED, count_chars
-from ocr_engine.unlimited.output import distinct_ratio
+from ocr_engine.api.pages import PageStatus, count_chars
+from ocr_engine.api.text import cer, distinct_ratio
 
 # A CJK character is a token of its own; other text splits on whitespace.
 _TOKEN = re.compile(rf"[{CJK}]|[^\s{CJK}]+")
@@ -31,7 +30,7 @@ def page_frame(pages: Sequence[dict[str, Any]], distinct_n: int) -> pd.DataFrame
     for p in pages:
         text = p.get("markdown") or ""
         chars = count_chars(text)
-        failed = p.get("status") == FAILED
+        failed = p.get("status") == PageStatus.FAILED
         empty = not failed and (p.get("status") == "empty" or chars == 0)
         audit = p.get("audit") or {}
         rows.append({

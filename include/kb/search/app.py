@@ -29,7 +29,7 @@ from kb.search.pages import PageNotFound, PageSourceTooLarge, render_png
 from kb.search.ui import PAGE
 from kb.settings import PipelineSettings, S3Settings, SearchSettings
 from kb.store import service_reader
-from ocr_engine.service.http import answer_refusals_of_the_framework, around_requests
+from ocr_engine.api.http import answer_refusals_of_the_framework, around_requests
 
 log = logging.getLogger("kb.search")
 OPEN_ROUTES = ("/", "/health", "/ready", "/metrics")

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kb.search.app import create_app
     from kb.settings import SearchSettings
-    from ocr_engine.service.cli import JsonFormatter
+    from ocr_engine.api.http import JsonFormatter
 
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JsonFormatter())

@@ -6,7 +6,7 @@ request field is at fault.
 
 from __future__ import annotations
 
-from ocr_engine.service.errors import NotReady, Overloaded, ServiceError, Unauthorized
+from ocr_engine.api.http_errors import NotReady, Overloaded, ServiceError, Unauthorized
 
 __all__ = ["InvalidRequest", "NotFound", "NotReady", "Overloaded", "ServiceError", "Unauthorized"]
 

@@ -69,9 +69,8 @@ def render_png(store: ObjectStore, ledger: Ledger, doc_id: str, page: int, versi
 def _render(data: bytes, key: str, page: int, dpi: int, max_pixels: int, boxes: Sequence[Sequence[float]]) -> bytes:
     import pymupdf
 
-    from ocr_engine.documents import close_pdf, open_pdf
-    from ocr_engine.errors import InputError
-    from ocr_engine.render import zoom_for
+    from ocr_engine.api.pdf import close_pdf, open_pdf, zoom_for
+    from ocr_engine.api.errors import InputError
 
     try:
         doc = open_pdf(data)

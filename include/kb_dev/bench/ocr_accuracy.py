@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pymupdf
 
-from ocr_engine.metrics import normalise
+from ocr_engine.api.text import normalise
 from ocr_engine.settings import EngineSettings
 
 SOURCES = {

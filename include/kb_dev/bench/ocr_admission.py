@@ -95,7 +95,7 @@ def run(device: str, model_dir: str | None = None, layers: int = REAL_LAYERS, vo
         bound, pages, model = backend.bound, backend.pages_per_call, backend.model
         described = {"model": "released checkpoint", "model_dir": str(model_dir), "version": backend.model_version}
     else:
-        from ocr_engine.unlimited.budget import TokenBudget
+        from ocr_engine.api.limits import TokenBudget
         from ocr_engine.unlimited.cache import bytes_per_token
         from ocr_engine.unlimited.kv_budget import SequenceBound
 

@@ -21,11 +21,11 @@ the embedder's tokenizer). Printed:
   checked against its original's lines.
 - ``table_chunks_without_header``: of the chunks that hold a whole body row of a ruled
   table (its cells' text in order, eight characters or more; the tables found in the text
-  layer by ``ocr_engine.tables``), those that do not also hold its header row.
+  layer by ``ocr_engine.api.tables``), those that do not also hold its header row.
 - ``chunks_with_boxes``: the share of chunks that know where on their pages they are.
 - ``cer``: on the image-only copies, PP-OCR's page text (what the engine returned) and
   Tesseract's reading of the same rendered image, against the original's text layer, word
-  spaces counted (``ocr_engine.metrics.normalise_spaced``), by language.
+  spaces counted (``ocr_engine.api.text.normalise_spaced``), by language.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def running_lines(path: Path) -> tuple[list[Line], dict[int, str]]:
 def ruled_table_rows(path: Path) -> list[tuple[list[str], list[list[str]]]]:
     import pymupdf
 
-    from ocr_engine.tables import ruled_tables
+    from ocr_engine.api.tables import ruled_tables
 
     out = []
     with pymupdf.open(path) as doc:
@@ -310,7 +310,7 @@ def ocr_against_tesseract(scan: Path, original: Path, results: list[dict[str, An
     import pymupdf
     from rapidfuzz.distance import Levenshtein
 
-    from ocr_engine.metrics import normalise_spaced
+    from ocr_engine.api.text import normalise_spaced
     from ocr_engine.render import render_page
 
     out = Counter()

@@ -10,6 +10,8 @@ per random URL, with or without a key.
 from __future__ import annotations
 
 import hmac
+import json
+import logging
 import time
 import uuid
 from typing import Callable
@@ -146,3 +148,14 @@ def answer_refusals_of_the_framework(app: FastAPI, error_response: Callable[...,
     async def _routing(request: Request, exc: RoutingError):
         code = ROUTING_CODES.get(exc.status_code, "bad_request")
         return error_response(request, exc.status_code, code, str(exc.detail))
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        try:
+            body = json.loads(message) if message.startswith("{") else {"message": message}
+        except ValueError:
+            body = {"message": message}
+        return json.dumps({"ts": self.formatTime(record), "level": record.levelname.lower(), "logger": record.name,
+                           **body}, ensure_ascii=False)

@@ -8,8 +8,8 @@ its own codes, which are not the OCR contract's.)
 
 from __future__ import annotations
 
-from ocr_engine import errors as engine_errors
-from ocr_engine.service.contract import REFUSALS, refusal
+from ocr_engine.api import errors as engine_errors
+from ocr_engine.api.contract import REFUSALS, refusal
 
 
 class ServiceError(Exception):

@@ -1,7 +1,7 @@
 """What the engine can take in one call, and how fast it goes: for whoever plans its work.
 
 The OCR service publishes this beside its own request limits (``GET /v1/limits``, whose
-shape is ``service.contract.PublishedLimits``); the pipeline's planner reads it from there,
+shape is ``contract.PublishedLimits``); the pipeline's planner reads it from there,
 or straight from the engine when it runs the engine in process. Nobody else keeps a copy
 of these numbers.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from ocr_engine.unlimited.budget import TokenBudget
 
 R = TypeVar("R")
 
@@ -20,6 +19,22 @@ def from_fields(cls: type[R], data: dict[str, Any], **typed: Any) -> R:
     """A record of a flat dataclass from its published dict: every field must be there;
     fields a newer writer added are left out. ``typed`` gives fields already parsed."""
     return cls(**{f.name: typed[f.name] if f.name in typed else data[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    context_length: int
+    visual_tokens_per_page: int
+    prompt_tokens: int
+    output_tokens_per_page: int
+
+    def tokens_for(self, pages: int) -> int:
+        return self.prompt_tokens + pages * (self.visual_tokens_per_page + self.output_tokens_per_page)
+
+    def max_pages(self) -> int:
+        """The largest page range that fits; at least 1 if even one page fits, else 0."""
+        per_page = self.visual_tokens_per_page + self.output_tokens_per_page
+        return max(0, (self.context_length - self.prompt_tokens) // per_page)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import re
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
-from ocr_engine.schema import Block
+from ocr_engine.api.pages import Block
 
 if TYPE_CHECKING:
     import pymupdf

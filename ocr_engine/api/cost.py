@@ -9,14 +9,14 @@ both apply, so their numbers cannot disagree.
 
 from __future__ import annotations
 
-from ocr_engine.backends.registry import BUILTIN_REGISTRY
-from ocr_engine.schema import FAILED
+from ocr_engine.api.names import TEXT_LAYER_READERS
+from ocr_engine.api.pages import PageResult, PageStatus
 
 HOUR_S = 3600.0
 
 
-def read_by_ocr(backend: str | None, status: str | None) -> bool:
-    return bool(backend) and not BUILTIN_REGISTRY.reads_text_layer(backend) and status != FAILED
+def read_by_ocr(page: PageResult) -> bool:
+    return bool(page.backend) and page.backend not in TEXT_LAYER_READERS and page.status != PageStatus.FAILED
 
 
 def device_time(device_seconds: float | None, seconds: float) -> float:

@@ -1,17 +1,23 @@
-"""The engine's output: one ``PageResult`` per page, whatever the backend.
-
-Statuses: ``ok``; ``empty`` (nothing recognised); ``truncated`` (the output stopped
-before the page ended: max tokens, no end token, or fewer page separators than
-pages); ``repeated`` (a repetition loop: distinct-n below the threshold); ``failed``
-(with ``reason``).
+"""The engine's output: one ``PageResult`` per page, whatever the backend. The engine writes
+it (``as_dict``: the OCR service's JSON, the pipeline's stored page results) and its callers
+read it back typed (``PageResult.from_dict``), so no one reads a page's fields by key.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
-OK, EMPTY, TRUNCATED, REPEATED, FAILED = "ok", "empty", "truncated", "repeated", "failed"
+
+class PageStatus(StrEnum):
+    OK = "ok"
+    EMPTY = "empty"  # nothing recognised
+    # the output stopped before the page ended: max tokens, no end token, or fewer page
+    # separators than pages
+    TRUNCATED = "truncated"
+    REPEATED = "repeated"  # a repetition loop: distinct-n below the threshold
+    FAILED = "failed"  # with ``reason``
 
 
 @dataclass
@@ -22,11 +28,24 @@ class Block:
     text: str  # a table's is a Markdown pipe table
     confidence: float | None = None
     level: int | None = None  # a heading's: 1 the document's title, 2 a section, 3 below
-    # A table (``ocr_engine.tables``): its cells by row, the first row its header, and where
+    # A table (``ocr_engine.api.tables``): its cells by row, the first row its header, and where
     # known its column and row boundaries in points (len(columns) + 1, len(rows) + 1 values).
     rows: list[list[str]] | None = None
     col_x: list[float] | None = None
     row_y: list[float] | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Block":
+        return cls(**{**_known(cls, data), "bbox": tuple(data["bbox"])})
+
+
+@dataclass(frozen=True)
+class PageAudit:
+    """A second reading of a text-layer page by an OCR backend, and the character error rate
+    of that reading against the text layer (a caller's audit; the engine sets none)."""
+
+    backend: str
+    cer: float
 
 
 @dataclass
@@ -37,7 +56,7 @@ class PageResult:
     markdown: str
     blocks: list[Block] = field(default_factory=list)
     backend: str = ""
-    status: str = OK
+    status: PageStatus = PageStatus.OK
     reason: str | None = None
     chars: int = 0
     confidence: float | None = None  # mean over blocks, where the backend gives one
@@ -57,17 +76,39 @@ class PageResult:
     # every block's bbox. The document reader places running headers by it.
     width: float | None = None
     height: float | None = None
+    audit: PageAudit | None = None
 
     @classmethod
     def failed(cls, page: int, backend: str, exc: Exception) -> "PageResult":
         """A page whose backend raised: it fails alone, the rest of the document goes on."""
-        return cls(page=page, markdown="", backend=backend, status=FAILED, reason=f"{type(exc).__name__}: {exc}")
+        return cls(page=page, markdown="", backend=backend, status=PageStatus.FAILED,
+                   reason=f"{type(exc).__name__}: {exc}")
+
+    @property
+    def is_failed(self) -> bool:
+        return self.status is PageStatus.FAILED
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         # fields most blocks lack (a table's grid, a heading's level) only where they are set
         out["blocks"] = [{k: v for k, v in b.items() if v is not None or k not in _SPARSE_BLOCK_FIELDS} for b in out["blocks"]]
+        if self.audit is None:
+            del out["audit"]
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PageResult":
+        """What ``as_dict`` wrote, read back exactly; results written before a field existed
+        read with its default, and keys this version does not know are left out."""
+        audit = data.get("audit")
+        return cls(**{**_known(cls, data), "status": PageStatus(data.get("status") or PageStatus.OK),
+                      "blocks": [Block.from_dict(b) for b in data.get("blocks") or []],
+                      "audit": PageAudit(**audit) if audit else None})
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
 
 
 _SPARSE_BLOCK_FIELDS = ("rows", "col_x", "row_y", "level")

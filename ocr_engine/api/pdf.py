@@ -1,12 +1,18 @@
-"""Opening PDFs safely: every way a document can be unusable becomes a typed error."""
+"""PDFs as both sides of the engine handle them: opened safely (every way a document can be
+unusable becomes a typed error), sliced into ranges, pages classified by their text layer
+(the ``auto`` route's one rule, which the pipeline's planner counts by too), and pages sized
+for rendering within a pixel budget."""
 
 from __future__ import annotations
 
+import math
+import unicodedata
+
 import pymupdf
 
-from ocr_engine.errors import (CorruptPdf, EmptyDocument, EncryptedPdf, InputError, NotAPdf, PageRangeError,
+from ocr_engine.api.errors import (CorruptPdf, EmptyDocument, EncryptedPdf, InputError, NotAPdf, PageRangeError,
                                TooManyPages)
-from ocr_engine.structure import check_structure
+from ocr_engine.api.structure import check_structure
 
 pymupdf.TOOLS.mupdf_display_errors(False)  # repairs are reported through our errors, not stderr
 
@@ -90,3 +96,26 @@ def slice_pdf(data: bytes, first: int, last: int) -> bytes:
             out.close()
     finally:
         close_pdf(src)
+
+
+def usable_text(text: str, min_chars: int) -> bool:
+    """Enough characters, and mostly real ones (not replacement or control garbage)."""
+    chars = [c for c in text if not c.isspace()]
+    if len(chars) < min_chars:
+        return False
+    good = sum(1 for c in chars if unicodedata.category(c)[0] in "LNPS" and c != "\ufffd")
+    return good / len(chars) >= 0.85
+
+
+def text_layer_pages(doc: pymupdf.Document, pages: list[int], min_chars: int) -> set[int]:
+    """The 1-based ``pages`` whose text layer is usable."""
+    return {n for n in pages if usable_text(doc.load_page(n - 1).get_text("text"), min_chars)}
+
+
+def zoom_for(page: pymupdf.Page, dpi: int, max_pixels: int) -> tuple[float, bool]:
+    zoom = dpi / 72.0
+    rect = page.rect  # already rotated
+    pixels = rect.width * zoom * rect.height * zoom
+    if pixels <= max_pixels:
+        return zoom, False
+    return math.sqrt(max_pixels / (rect.width * rect.height)), True

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ocr_engine.limits import EngineLimits, from_fields
+from ocr_engine.api.limits import EngineLimits, from_fields
 
 
 class Scope(StrEnum):
@@ -51,7 +51,7 @@ def _table(*rows: tuple[str, int, Scope, str]) -> dict[str, Refusal]:
 
 D, R, Q, T = Scope.DOCUMENT, Scope.RANGE, Scope.REQUEST, Scope.RETRY
 REFUSALS: dict[str, Refusal] = _table(
-    # the document's own defects (ocr_engine.errors.InputError): 422
+    # the document's own defects (ocr_engine.api.errors.InputError): 422
     ("bad_input", 422, D, "the document cannot be read"),
     ("bad_document", 422, D, "the document cannot be read"),
     ("empty_file", 422, D, "the file is empty"),

@@ -1,4 +1,5 @@
-"""Text quality measures shared by tests, benchmarks and the data-quality gates."""
+"""Text and its quality measures, as the engine and the pipeline's data-quality gates both
+count them: characters, CJK, character error rates, distinct-n."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import unicodedata
 
 from rapidfuzz.distance import Levenshtein
 
-from ocr_engine.layout import is_cjk
+
+
+def is_cjk(ch: str) -> bool:
+    """Whether ``ch`` is written without word spaces: CJK ideographs, kana, CJK punctuation,
+    fullwidth forms."""
+    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\uff00" <= ch <= "\uffef"
 
 
 def normalise(text: str) -> str:
@@ -39,3 +45,14 @@ def cer_spaced(hypothesis: str, reference: str) -> float:
     if not ref:
         return 0.0 if not hyp else 1.0
     return Levenshtein.distance(hyp, ref) / len(ref)
+
+
+def distinct_ratio(tokens: list[int] | list[str], n: int) -> float:
+    """Distinct n-grams over all n-grams (1.0 when there are fewer than n tokens).
+
+    The Unlimited OCR paper's distinct-n: a repetition loop drives it towards 0.
+    """
+    if len(tokens) < n:
+        return 1.0
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(grams)) / len(grams)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pymupdf
 
-from ocr_engine.errors import ClaimsExceedFile, MalformedPdf, PageTooLarge
+from ocr_engine.api.errors import ClaimsExceedFile, MalformedPdf, PageTooLarge
 
 
 @dataclass(frozen=True)
