@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from ocr_engine.api.names import AUTO, Requested
+
 
 class AlertEvent(StrEnum):
     QUARANTINED = "quarantined"
@@ -54,7 +56,7 @@ class ArtifactKeys:
         return f"{cls.LEDGER}{doc_id}.json"
 
     @classmethod
-    def pages(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
+    def pages(cls, doc_id: str, sha256: str, first: int, last: int, backend: Requested = AUTO) -> str:
         return f"{cls.pages_folder(doc_id, sha256)}{backend}/{first:05d}-{last:05d}.json"
 
     @classmethod
@@ -67,11 +69,11 @@ class ArtifactKeys:
         return f"{cls.pages_of(doc_id)}{sha256}/"
 
     @classmethod
-    def range_part(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
+    def range_part(cls, doc_id: str, sha256: str, first: int, last: int, backend: Requested = AUTO) -> str:
         return f"{cls.PAGES}{doc_id}/{sha256}/{backend}/parts/{first:05d}-{last:05d}.json"
 
     @classmethod
-    def split_marker(cls, doc_id: str, sha256: str, first: int, last: int, backend: str = "auto") -> str:
+    def split_marker(cls, doc_id: str, sha256: str, first: int, last: int, backend: Requested = AUTO) -> str:
         return f"{cls.PAGES}{doc_id}/{sha256}/{backend}/splits/{first:05d}-{last:05d}.json"
 
     @classmethod

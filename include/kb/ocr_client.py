@@ -30,6 +30,8 @@ import httpx
 from kb.errors import DocumentError, InfrastructureError, RangeTimedOut, RangeTooLarge
 from kb.limits import RangeLimits
 from ocr_engine.api.contract import PublishedLimits, Scope, refusal_of
+from ocr_engine.api.names import AUTO, Requested
+from ocr_engine.api.pages import PageResult
 
 RETRY_STATUSES = {429, 503}  # resent here, with backoff; other ``retry`` answers fail the task
 
@@ -83,15 +85,15 @@ class OcrClient:
         body = self._call("GET", "/v1/limits", timeout=httpx.Timeout(30.0, connect=self.connect_timeout_s))
         return PublishedLimits.from_dict(body)
 
-    def parse(self, data: bytes, first: int, last: int, backend: str = "auto",
-              read_timeout_s: float | None = None) -> list[dict[str, Any]]:
+    def parse(self, data: bytes, first: int, last: int, backend: Requested = AUTO,
+              read_timeout_s: float | None = None) -> list[PageResult]:
         """``read_timeout_s``: how long to wait for the answer (``RangeLimits.answer_within_s``
         of the service's published limits; else the connection's ``read_timeout_s``)."""
         form = {"pages": f"{first}-{last}", "backend": backend, "output": "json"}
         timeout = httpx.Timeout(read_timeout_s or self.read_timeout_s, connect=self.connect_timeout_s)
         body = self._call("POST", "/v1/parse", timeout=timeout, data=form,
                           files={"file": ("document.pdf", data, "application/pdf")})
-        return body["pages"]
+        return [PageResult.from_dict(page) for page in body["pages"]]
 
     def _call(self, method: str, path: str, timeout: httpx.Timeout, **kwargs: Any) -> dict[str, Any]:
         urls = self.base_urls

@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import Any, Iterable, Sequence
 
 from ocr_engine.api.text import is_cjk as _cjk
+from ocr_engine.api.pages import PageResult
 from ocr_engine.api.tables import parse_table_text, table_markdown
 
 BBox = tuple[float, float, float, float]
@@ -156,25 +157,24 @@ class _Page:
     height: float
 
 
-def _blocks_of(page: dict[str, Any]) -> list[_Block]:
+def _blocks_of(page: PageResult) -> list[_Block]:
     levels = {m.group(2).strip(): len(m.group(1)) for m in
-              (_MD_HEADING.match(p.strip()) for p in (page.get("markdown") or "").split("\n\n")) if m}
+              (_MD_HEADING.match(p.strip()) for p in page.markdown.split("\n\n")) if m}
     out = []
-    for b in page.get("blocks") or []:
-        text = (b.get("text") or "").strip()
-        kind = b.get("type") or "text"
+    for b in page.blocks:
+        text = (b.text or "").strip()
+        kind = b.type or "text"
         if not text or kind in _SKIPPED:
             continue
-        bbox = tuple(b["bbox"]) if b.get("bbox") else None
-        rows = b.get("rows")
+        rows = b.rows
         if kind == "table" and not rows:
             rows = parse_table_text(text) or None
-        level = b.get("level") or _HEADINGS.get(kind) or levels.get(text)
-        out.append(_Block(kind, bbox, text, level, rows, b.get("col_x"), b.get("row_y")))  # type: ignore[arg-type]
-    if out or not (page.get("markdown") or "").strip():
+        level = b.level or _HEADINGS.get(kind) or levels.get(text)
+        out.append(_Block(kind, b.bbox or None, text, level, rows, b.col_x, b.row_y))
+    if out or not page.markdown.strip():
         return out
     # a result with text and no blocks: its Markdown paragraphs, somewhere on the page
-    for para in (p.strip() for p in page["markdown"].split("\n\n")):
+    for para in (p.strip() for p in page.markdown.split("\n\n")):
         m = _MD_HEADING.match(para)
         if m:
             out.append(_Block("heading", None, m.group(2).strip(), len(m.group(1))))
@@ -184,8 +184,8 @@ def _blocks_of(page: dict[str, Any]) -> list[_Block]:
     return out
 
 
-def _pages(results: Iterable[dict[str, Any]]) -> list[_Page]:
-    raw = [(int(p["page"]), _blocks_of(p), p.get("width"), p.get("height")) for p in results]
+def _pages(results: Iterable[PageResult]) -> list[_Page]:
+    raw = [(p.page, _blocks_of(p), p.width, p.height) for p in results]
     # Without a stored page size, the document's blocks mark out its pages.
     boxes = [b.bbox for _, blocks, _, _ in raw for b in blocks if b.bbox]
     width = max((b[2] for b in boxes), default=1.0)
@@ -476,8 +476,8 @@ def _column_break(prev: _Block, block: _Block) -> bool:
     return block.bbox[1] < prev.bbox[1] - 1 and block.bbox[0] >= prev.bbox[2] - 5
 
 
-def read_document(results: Sequence[dict[str, Any]]) -> Reading:
-    """``results``: the document's page results (``PageResult.as_dict()``), failed pages left out."""
+def read_document(results: Sequence[PageResult]) -> Reading:
+    """``results``: the document's page results, failed pages left out."""
     pages = _pages(results)
     running = _running(pages)
     pieces: list[Piece] = []

@@ -86,7 +86,7 @@ class PageResult:
 
     @property
     def is_failed(self) -> bool:
-        return self.status is PageStatus.FAILED
+        return self.status == PageStatus.FAILED
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -12,6 +12,7 @@ from kb.ledger import Status, doc_id_for
 from kb.pipeline.extract import engine_extractor, extract
 from kb.pipeline.index import index_batch
 from kb.pipeline.messages import PageRange
+from ocr_engine.api.pages import PageStatus
 from tests.integration.stages import context, plan_run
 from tests.pdfs import coded_pages, make_pdf
 
@@ -35,8 +36,8 @@ class Reader:
             raise RangeTimedOut("the service answered 504 timeout: parsing took longer than 20s")
         pages = engine_extractor(data, first, last, backend)
         for p in pages:
-            if p["page"] == self.bad_page:
-                p.update(status=self.bad_status, reason="distinct-20 0.12 < 0.5")
+            if p.page == self.bad_page:
+                p.status, p.reason = PageStatus(self.bad_status), "distinct-20 0.12 < 0.5"
         return pages
 
 
@@ -87,7 +88,7 @@ def test_repeated_pages_make_a_range_split_until_the_page_reads_well_alone(one_r
         def __call__(self, data, first, last, backend="auto"):
             pages = super().__call__(data, first, last, backend)
             if last - first + 1 > 3:  # a decoder loop that only long ranges fall into
-                pages[-1].update(status="repeated", reason="distinct-20 0.12 < 0.5")
+                pages[-1].status, pages[-1].reason = PageStatus.REPEATED, "distinct-20 0.12 < 0.5"
             return pages
 
     reader = LoopsInLongRanges()

@@ -96,7 +96,7 @@ def _optimistic(ocr_service) -> dict[str, str]:
     from kb.ocr_client import OcrClient
 
     _, *timed = OcrClient(ocr_service["base"], KEY).parse(image_only(coded_pages("timing", 3)), 1, 3)
-    page_s = sum(p["seconds"] for p in timed) / len(timed)
+    page_s = sum(p.seconds for p in timed) / len(timed)
     return {"OCR_SERVICE_API_KEYS": KEY, "OCR_SERVICE_REQUEST_TIMEOUT_S": f"{4 * page_s:.2f}",
             "OCR_SECONDS_PER_PAGE_PRIOR": json.dumps({"textlayer": 0.01, "ppocr": round(page_s / 10, 4)})}
 

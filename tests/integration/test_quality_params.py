@@ -10,6 +10,7 @@ from kb.ledger_db import Ledger
 from kb.pipeline.extract import extract
 from kb.pipeline.index import check_pages
 from kb.settings import PipelineSettings, QualitySettings
+from ocr_engine.api.pages import PageResult
 from tests.integration.stages import context, plan_run
 from tests.integration.dagrun import run_ingest
 from tests.pdfs import coded_pages, make_pdf, scanned_copy
@@ -46,7 +47,7 @@ def test_the_cer_audit_compares_ocr_with_the_text_layer(kb_env):
     assert 0 <= audited[0]["audit"]["cer"] < 0.2, audited[0]["audit"]
 
     [document] = plan.documents
-    check_pages(ctx, document, result["pages"])  # passes at the default threshold
+    check_pages(ctx, document, [PageResult.from_dict(p) for p in result["pages"]])  # passes at the default threshold
 
 
 def _scan_with_a_wrong_text_layer() -> bytes:
@@ -70,4 +71,4 @@ def test_a_text_layer_that_does_not_match_the_image_fails_the_cer_expectation(kb
     pages = kb_env["store"].get_json(kb_env["artifacts"], extract(ctx, rng))["pages"]
     assert pages[0]["backend"] == "textlayer" and pages[0]["audit"]["cer"] > 0.5
     with pytest.raises(ValidationFailed, match="on cer"):
-        check_pages(ctx, document, pages)
+        check_pages(ctx, document, [PageResult.from_dict(p) for p in pages])

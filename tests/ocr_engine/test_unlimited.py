@@ -19,6 +19,7 @@ from ocr_engine.unlimited.cache import bytes_per_token
 from ocr_engine.api.text import distinct_ratio
 from ocr_engine.unlimited.output import parse_blocks, split_pages, to_markdown
 from tests.tiny_unlimited import build_tiny_model
+from ocr_engine.api.pages import PageResult
 
 WINDOW = 16
 
@@ -135,8 +136,7 @@ def test_a_table_the_model_writes_as_html_becomes_cells_the_reader_joins_across_
         blocks = parse_blocks(text, 595.0, 842.0)
         assert blocks[0].type == "table" and blocks[0].rows == [["code", "meaning"], [code, meaning]]
         assert blocks[0].text == f"| code | meaning |\n| --- | --- |\n| {code} | {meaning} |"
-        pages.append({"page": n, "width": 595.0, "height": 842.0, "markdown": to_markdown(blocks),
-                      "blocks": [b.__dict__ for b in blocks]})
+        pages.append(PageResult(page=n, width=595.0, height=842.0, markdown=to_markdown(blocks), blocks=blocks))
     [table] = [p for p in read_document(pages).pieces if p.kind == PieceKind.TABLE]
     assert [r.cells for r in table.rows] == [["E17", "motor hot"], ["E42", "low suction"]] and table.pages == [1, 2]
     [chunk] = chunk_document(read_document(pages), lambda t: len(t.split()))

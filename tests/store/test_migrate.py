@@ -38,7 +38,7 @@ def indexed(tmp_path_factory, embedder):
     for name, (title, pages) in {"manual.pdf": PUMP_MANUAL, "rules.pdf": ARCHIVE_RULES}.items():
         write_pdf(folder / name, title, pages)
         doc = pymupdf.open(folder / name)
-        chunks = chunk_pages([r.as_dict() for r in extract_range(doc, 1, doc.page_count)], embedder, settings)
+        chunks = chunk_pages(extract_range(doc, 1, doc.page_count), embedder, settings)
         doc.close()
         texts = [c.embedding_text() for c in chunks]
         vectors.append(embedder.embed(texts))

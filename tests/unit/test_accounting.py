@@ -12,8 +12,8 @@ from kb.pipeline.report import summarize
 from ocr_engine.api.pages import PageResult, PageStatus
 
 
-def page(n: int, backend: str = "unlimited", status: str = "ok", **fields) -> dict:
-    return PageResult(page=n, markdown="text", backend=backend, status=status, **fields).as_dict()
+def page(n: int, backend: str = "unlimited", status: PageStatus = PageStatus.OK, **fields) -> PageResult:
+    return PageResult(page=n, markdown="text", backend=backend, status=status, **fields)
 
 
 def unlimited(n: int, *, kv_mean: int | None = 1000, kv_peak: int | None = 2000, device: float | None = 0.5,

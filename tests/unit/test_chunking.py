@@ -3,10 +3,11 @@ paragraphs without boxes): sizes, sections, sentence and window splits."""
 
 from kb.chunking import chunk_document
 from kb.reading import read_document
+from ocr_engine.api.pages import PageResult
 
 
 def chunk_pages(pages, count, **kw):
-    return chunk_document(read_document([{"page": n, "markdown": md, "blocks": []} for n, md in pages]), count, **kw)
+    return chunk_document(read_document([PageResult(page=n, markdown=md) for n, md in pages]), count, **kw)
 
 
 def words(text: str) -> int:

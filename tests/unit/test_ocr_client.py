@@ -10,6 +10,7 @@ import pytest
 
 from kb.errors import DocumentError, RangeTimedOut, RangeTooLarge
 from kb.ocr_client import OcrClient, OcrRejected, OcrRequestRefused, OcrUnavailable
+from ocr_engine.api.pages import PageResult
 
 
 class Scripted:
@@ -61,7 +62,7 @@ def test_429_and_503_are_retried_then_succeed(first):
     server = Scripted([first, first, OK])
     try:
         pages = OcrClient(server.url, "k", retries=3, backoff_s=0.01).parse(b"%PDF", 1, 1)
-        assert pages == [{"page": 1, "markdown": "hello"}] and server.calls == 3
+        assert pages == [PageResult(page=1, markdown="hello")] and server.calls == 3
     finally:
         server.close()
 
@@ -164,7 +165,7 @@ def test_a_full_replica_is_left_for_a_free_one_without_waiting():
 
         started = time.monotonic()
         for _ in range(6):  # each call starts at a random replica: both orders happen
-            assert client.parse(b"%PDF", 1, 1) == [{"page": 1, "markdown": "hello"}]
+            assert client.parse(b"%PDF", 1, 1) == [PageResult(page=1, markdown="hello")]
         # a 429 from one replica never waited its Retry-After: the other was free
         assert time.monotonic() - started < 5
         assert free.calls == 6 and full.calls <= 6

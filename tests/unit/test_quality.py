@@ -13,6 +13,7 @@ from kb.quality.gate import validate
 from kb.quality.measures import chunk_frame, page_frame, text_tokens
 from kb.quality.suites import chunks_suite, pages_suite
 from kb.settings import QualitySettings
+from ocr_engine.api.pages import PageResult
 
 TEXT = "The pump must be serviced every 500 hours. Replace the filter when the pressure drops below two bar."
 
@@ -21,7 +22,7 @@ def _pages(n=3, **overrides):
     pages = [{"page": i, "markdown": f"{TEXT} Page {i}.", "status": "ok", "confidence": None} for i in range(1, n + 1)]
     for i, change in overrides.items():
         pages[int(i[1:]) - 1].update(change)
-    return pages
+    return [PageResult.from_dict(p) for p in pages]
 
 
 def _failed(frame, expectations, tmp_path):
@@ -45,7 +46,7 @@ def test_good_pages_pass(tmp_path):
      ("expect_column_mean_to_be_between", "empty"), 2 / 3),
     (_pages(p3={"status": "truncated"}), ("expect_column_values_to_not_be_in_set", "status"), None),
     (_pages(p1={"confidence": 0.3}, p2={"confidence": 0.4}), ("expect_column_mean_to_be_between", "confidence"), 0.35),
-    (_pages(p2={"audit": {"cer": 0.9}}), ("expect_column_values_to_be_between", "cer"), None),
+    (_pages(p2={"audit": {"backend": "ppocr", "cer": 0.9}}), ("expect_column_values_to_be_between", "cer"), None),
     (_pages(p2={"markdown": "x" * 30_000}), ("expect_column_values_to_be_between", "chars"), None),
     (_pages(p2={"markdown": "", "status": "failed", "reason": "range_timeout: 504"}),
      ("expect_column_mean_to_be_between", "failed"), 1 / 3),
@@ -89,7 +90,8 @@ def test_overrides_are_checked():
 def test_distinct_n_catches_loops_in_chinese_too():
     loop = "扫描仪卡纸了，" * 60
     assert len(text_tokens("中文abc def")) == 4
-    frame = page_frame([{"page": 1, "markdown": loop}, {"page": 2, "markdown": "档案扫描分辨率不低于三百点每英寸，彩色文件使用二十四位色深，并保存原始图像。" * 2}], 20)
+    frame = page_frame([PageResult(page=1, markdown=loop),
+                        PageResult(page=2, markdown="档案扫描分辨率不低于三百点每英寸，彩色文件使用二十四位色深，并保存原始图像。" * 2)], 20)
     assert frame["distinct"][0] < 0.1 and frame["distinct"][1] > 0.5
 
 

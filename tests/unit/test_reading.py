@@ -11,6 +11,7 @@ from kb.chunking import ChunkKind, chunk_document
 from kb.reading import PieceKind, read_document
 from ocr_engine.backends.textlayer import extract_range
 from tests.pdfs import GUIDE_HEADER, GUIDE_SPLIT, GUIDE_TABLE, guide_pdf, scanned_copy
+from ocr_engine.api.pages import PageResult
 
 
 def words(text: str) -> int:
@@ -20,6 +21,11 @@ def words(text: str) -> int:
 def textlayer_pages(data: bytes) -> list[dict]:
     with pymupdf.open(stream=data) as doc:
         return [r.as_dict() for r in extract_range(doc, 1, doc.page_count)]
+
+
+def stored(pages: list[dict]) -> list[PageResult]:
+    """Page results as a store holds them (``PageResult.as_dict()``, or older), read back."""
+    return [PageResult.from_dict(p) for p in pages]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +38,7 @@ def overlaps(a, b) -> bool:
 
 
 def test_a_paragraph_over_a_page_break_is_one_chunk_located_on_both_pages(guide):
-    chunks = chunk_document(read_document(guide), words, max_tokens=80)
+    chunks = chunk_document(read_document(stored(guide)), words, max_tokens=80)
     whole = " ".join(GUIDE_SPLIT)
     [chunk] = [c for c in chunks if whole in c.text]
     assert chunk.pages == [1, 2]
@@ -45,7 +51,7 @@ def test_a_paragraph_over_a_page_break_is_one_chunk_located_on_both_pages(guide)
 
 
 def test_running_headers_and_page_numbers_stay_in_the_page_results_but_not_in_chunks(guide):
-    reading = read_document(guide)
+    reading = read_document(stored(guide))
     assert sorted((r.page, r.text) for r in reading.running) == sorted(
         [(n, GUIDE_HEADER) for n in (1, 2, 3)] + [(n, str(n)) for n in (1, 2, 3)])
     assert all(GUIDE_HEADER in p["markdown"] for p in guide)  # the stored reading keeps them
@@ -55,7 +61,7 @@ def test_running_headers_and_page_numbers_stay_in_the_page_results_but_not_in_ch
 
 
 def test_a_table_continued_on_the_next_page_is_one_table_with_its_header_in_every_chunk(guide):
-    reading = read_document(guide)
+    reading = read_document(stored(guide))
     [table] = [p for p in reading.pieces if p.kind == PieceKind.TABLE]
     assert table.header.cells == GUIDE_TABLE[0]
     assert [r.cells for r in table.rows] == GUIDE_TABLE[1:]  # the repeated header is not a row
@@ -75,21 +81,21 @@ def test_a_closed_paragraph_at_the_foot_of_a_page_is_not_joined_to_the_next():
     for b in pages[0]["blocks"]:
         if b["text"].startswith(GUIDE_SPLIT[0][:20]):
             b["text"] += "."
-    chunks = chunk_document(read_document(pages), words, max_tokens=80)
+    chunks = chunk_document(read_document(stored(pages)), words, max_tokens=80)
     assert all(c.pages in ([1], [2], [3], [2, 3]) for c in chunks), [c.pages for c in chunks]
 
 
 def test_results_stored_before_page_sizes_and_heading_levels_read_the_same(guide):
     old = [{**p, "width": None, "height": None, "blocks": [{k: v for k, v in b.items() if k != "level"}
                                                           for b in p["blocks"]]} for p in guide]
-    a, b = chunk_document(read_document(guide), words), chunk_document(read_document(old), words)
+    a, b = chunk_document(read_document(stored(guide)), words), chunk_document(read_document(stored(old)), words)
     assert [(c.text, c.pages, c.section) for c in a] == [(c.text, c.pages, c.section) for c in b]
 
 
 def test_a_page_of_markdown_only_is_read_without_boxes():
     pages = [{"page": 1, "markdown": "## Setup\n\nMount the pump with its motor on a level", "blocks": []},
              {"page": 2, "markdown": "concrete foundation with four bolts.", "blocks": []}]
-    [chunk] = chunk_document(read_document(pages), words)
+    [chunk] = chunk_document(read_document(stored(pages)), words)
     assert chunk.pages == [1, 2] and chunk.section == "Setup"
     assert chunk.text == "Mount the pump with its motor on a level concrete foundation with four bolts."
     assert all(b.bbox is None for b in chunk.boxes)
@@ -104,7 +110,7 @@ def test_the_bottom_of_a_column_joins_the_top_of_the_next_column():
     right = block("unbalanced impeller wears the seal out within weeks.", (310, 90, 550, 130))
     after = block("A new paragraph in the right column starts here and is complete.", (310, 140, 550, 200))
     pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": [left, right, after]}]
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert reading.joins == 1
     assert reading.pieces[0].text.endswith("because an unbalanced impeller wears the seal out within weeks.")
     assert len(reading.pieces) == 2
@@ -116,7 +122,7 @@ def test_a_footnote_between_the_two_halves_is_stepped_over():
     p2 = [block("pump stops and the valves close.", (50, 80, 550, 100))]
     pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
              {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert reading.pieces[0].text.endswith("until the pump stops and the valves close.")
     assert reading.pieces[0].pages == [1, 2] and reading.pieces[1].text.startswith("¹ A footnote")
 
@@ -126,12 +132,12 @@ def test_chinese_continues_chinese_but_code_does_not_continue_into_chinese():
     p2 = [block("定期检测并记录结果。", (50, 80, 550, 100))]
     pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
              {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
-    assert read_document(pages).pieces[0].text == "数字化成果应当在异地机房每周备份一次，备份介质应当定期检测并记录结果。"
+    assert read_document(stored(pages)).pieces[0].text == "数字化成果应当在异地机房每周备份一次，备份介质应当定期检测并记录结果。"
     p1 = [block("install -m644 gentoorc-example $(DESTDIR)/etc/gentoorc", (50, 80, 550, 700))]
     p2 = [block("你一定会注意到规则里在其他命令前有了一个命令。", (50, 80, 550, 100))]
     pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
              {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
-    assert len(read_document(pages).pieces) == 2
+    assert len(read_document(stored(pages)).pieces) == 2
 
 
 def test_scanned_pages_are_read_by_the_same_rules():
@@ -141,7 +147,7 @@ def test_scanned_pages_are_read_by_the_same_rules():
 
     scan = scanned_copy(guide_pdf(), dpi=150)
     pages = [r.as_dict() for r in OcrEngine().parse_pdf(scan, 1, 3, backend="ppocr")]
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert {r.page for r in reading.running if "Guide" in r.text} == {1, 2, 3}
     chunks = chunk_document(reading, words, max_tokens=80)
     [chunk] = [c for c in chunks if "certified" in c.text]
@@ -166,7 +172,7 @@ def test_a_two_column_page_is_read_column_by_column_and_a_sentence_goes_on_into_
     pages = textlayer_pages(doc.tobytes())
     texts = [b["text"] for b in pages[0]["blocks"]]
     assert texts.index(left[2]) < texts.index(right[0]) and texts.index(left[1]) < texts.index(left[2])
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert reading.joins == 1
     assert any(p.text.endswith("after any repair of the casing, the pump " + right[0]) for p in reading.pieces)
 
@@ -179,11 +185,11 @@ def test_a_figure_at_the_top_of_the_next_page_is_stepped_over_labels_caption_and
           block("\"BFGS\" method for distributions characterized by only one parameter.", (50, 340, 550, 380))]
     pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
              {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert reading.pieces[0].text.endswith("used for the \"BFGS\" method for distributions characterized by only one "
                                            "parameter.") is False  # a quote is not lower case: no join by itself
     p2[-1]["text"] = "the \"BFGS\" method for distributions characterized by only one parameter."
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert reading.pieces[0].text.endswith("is used for the the \"BFGS\" method for distributions characterized by "
                                            "only one parameter.")
     assert reading.pieces[0].pages == [1, 2] and [p.text for p in reading.pieces[1:]][0] == "CDF"
@@ -194,9 +200,9 @@ def test_an_unfinished_sentence_leads_into_the_list_on_the_next_page():
     p2 = [block("1. 从CTAN 下载zhmCJK 宏包的TDS 安装包， 2. 按目录结构将文件复制到本地目录。", (70, 80, 550, 120))]
     pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": p1},
              {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": p2}]
-    assert read_document(pages).pieces[0].text.endswith("我们建议你1. 从CTAN 下载zhmCJK 宏包的TDS 安装包， 2. 按目录结构将文件复制到本地目录。")
+    assert read_document(stored(pages)).pieces[0].text.endswith("我们建议你1. 从CTAN 下载zhmCJK 宏包的TDS 安装包， 2. 按目录结构将文件复制到本地目录。")
     p1[0]["text"] = "The packages this guide uses are the following:"  # a colon closes: the list is its own
-    assert len(read_document(pages).pieces) == 2
+    assert len(read_document(stored(pages)).pieces) == 2
 
 
 def test_a_line_alone_on_every_page_is_the_text_not_a_running_line():
@@ -210,7 +216,7 @@ def test_a_line_alone_on_every_page_is_the_text_not_a_running_line():
                             fontsize=14, fontname="helv")
     numbered = doc.new_page(width=595, height=842)  # a last page whose line starts with its number
     numbered.insert_text((60, 80), "6 Register closed by the clerk at the end of the year.", fontsize=14)
-    reading = read_document(textlayer_pages(doc.tobytes()))
+    reading = read_document(stored(textlayer_pages(doc.tobytes())))
     doc.close()
     assert not reading.running
     assert [p.pages for p in reading.pieces] == [[n] for n in range(1, 7)]
@@ -229,7 +235,7 @@ def test_a_skewed_scans_page_number_above_its_title_is_one_running_line_with_it(
                    "text": t.format(n=n - 5)} for y0, y1, t in top]
         blocks.append({"type": "text", "bbox": [60, 90, 540, 300], "text": f"第{n}页的正文，讲软件包的维护方法。"})
         pages.append({"page": n, "width": 595.0, "height": 842.0, "blocks": blocks, "markdown": ""})
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert not [p.text for p in reading.pieces if "手册" in p.text or "/57" in p.text]
     assert len(reading.running) == 10
 
@@ -250,6 +256,6 @@ def test_a_slides_footer_that_mupdf_puts_in_the_last_bullets_block_is_still_set_
     pages = textlayer_pages(doc.tobytes())
     doc.close()
     assert all(any(b["text"].startswith("Debian Packaging Tutorial") for b in p["blocks"]) for p in pages)
-    reading = read_document(pages)
+    reading = read_document(stored(pages))
     assert not [p.text for p in reading.pieces if "Packaging Tutorial" in p.text]
     assert len(reading.running) == 4 and all("on IRC" in p.text for p in reading.pieces[1::2])

@@ -1,7 +1,7 @@
 """What OCR cost: tokens, seconds and KV cache of the pages a document or a run had OCR'd.
 
-Computed from the stored page dicts (``PageResult.as_dict()`` or the OCR service's JSON,
-same keys), so it works the same for the local engine and the service. Which pages count
+Computed from the stored page results (the local engine's or the OCR service's, read back
+as ``PageResult``), so it works the same for both. Which pages count
 and what their device time is are ``ocr_engine.api.cost``'s rules, which the service's
 /metrics apply too.
 """
@@ -15,9 +15,9 @@ from ocr_engine.api import cost
 from ocr_engine.api.pages import PageResult
 
 
-def is_ocr_page(page: dict[str, Any]) -> bool:
+def is_ocr_page(page: PageResult) -> bool:
     """A page an OCR backend read and returned: not from its text layer, not failed."""
-    return cost.read_by_ocr(PageResult.from_dict(page))
+    return cost.read_by_ocr(page)
 
 
 @dataclass(frozen=True)
@@ -38,18 +38,18 @@ class OcrUsage:
     kv_mean_pages: int = 0
 
     @classmethod
-    def of_pages(cls, pages: Iterable[dict[str, Any]]) -> "OcrUsage":
+    def of_pages(cls, pages: Iterable[PageResult]) -> "OcrUsage":
         return sum((cls._of_page(p) for p in pages if is_ocr_page(p)), cls())
 
     @classmethod
-    def _of_page(cls, p: dict[str, Any]) -> "OcrUsage":
-        seconds = float(p.get("seconds") or 0.0)
-        device = p.get("device_seconds")
-        mean = p.get("kv_mean_bytes")
+    def _of_page(cls, p: PageResult) -> "OcrUsage":
+        seconds = float(p.seconds or 0.0)
+        device = p.device_seconds
+        mean = p.kv_mean_bytes
         return cls(
-            pages=1, tokens_in=int(p.get("tokens_in") or 0), tokens_out=int(p.get("tokens_out") or 0),
+            pages=1, tokens_in=int(p.tokens_in or 0), tokens_out=int(p.tokens_out or 0),
             service_seconds=seconds, device_seconds=cost.device_time(None if device is None else float(device), seconds),
-            kv_peak_bytes_per_sequence=p.get("kv_peak_bytes"),
+            kv_peak_bytes_per_sequence=p.kv_peak_bytes,
             kv_mean_bytes_sum=0.0 if mean is None else float(mean), kv_mean_pages=0 if mean is None else 1,
         )
 

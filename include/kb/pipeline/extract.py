@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import Any, Callable
+from typing import Callable
 
 import pymupdf
 
@@ -32,19 +32,22 @@ from kb.ledger import now_iso
 from kb.limits import RangeLimits
 from kb.ocr_client import OcrClient, OcrRejected
 from kb.pipeline.context import Context
-from kb.pipeline.messages import PageRange
+from kb.pipeline.messages import PageRange, RangeResult, failed_pages
 from kb.pipeline.records import quarantine
 from kb.planning import SCANNED, RangeCaps, classify_pages
 from kb.settings import PipelineSettings
+from ocr_engine.api.names import AUTO, TEXT_LAYER_READERS, BackendName, Requested
+from ocr_engine.api.pages import PageAudit, PageResult, PageStatus
 from ocr_engine.api.pdf import slice_pdf
-from ocr_engine.api.pages import PageStatus
 
 log = logging.getLogger(__name__)
 
-# (pdf bytes, first page, last page[, backend=...]) -> one dict per page with at least
-# page, markdown, status. ``backend`` is the range's route (``PageRange.backend``: "auto", or an
-# OCR backend a reviewer forced) and the CER audit's "ppocr".
-PageExtractor = Callable[..., list[dict[str, Any]]]
+# (pdf bytes, first page, last page[, backend=...]) -> one result per page. ``backend`` is the
+# range's route (``PageRange.backend``: ``auto``, or an OCR backend a reviewer forced) and the
+# CER audit's PP-OCR.
+PageExtractor = Callable[..., list[PageResult]]
+# the backend that reads a text-layer page again for the CER audit
+AUDIT_BACKEND = BackendName.PPOCR
 # a page in one of these makes its range split (or, alone, a failed page)
 BAD_STATUSES = (PageStatus.TRUNCATED, PageStatus.REPEATED, PageStatus.FAILED)
 
@@ -56,9 +59,9 @@ def local_engine():
     return OcrEngine()  # one per process: OCR models load once, on the first scanned page
 
 
-def engine_extractor(data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
+def engine_extractor(data: bytes, first: int, last: int, backend: Requested = AUTO) -> list[PageResult]:
     """The engine's ``auto`` route in process: text layer where usable, else OCR."""
-    return [r.as_dict() for r in local_engine().parse_pdf(data, first, last, backend=backend)]
+    return local_engine().parse_pdf(data, first, last, backend=backend)
 
 
 class ServiceExtractor:
@@ -78,7 +81,7 @@ class ServiceExtractor:
     def limits(self) -> RangeLimits:
         return self.client.limits()  # once per extract task: the pace as it is when the task starts
 
-    def __call__(self, data: bytes, first: int, last: int, backend: str = "auto") -> list[dict[str, Any]]:
+    def __call__(self, data: bytes, first: int, last: int, backend: Requested = AUTO) -> list[PageResult]:
         part = slice_pdf(data, first, last)
         if self.limits.max_bytes is not None and len(part) > self.limits.max_bytes:
             raise RangeTooLarge(f"pages {first}-{last} are {len(part)} bytes; the OCR service takes at most "
@@ -93,16 +96,16 @@ class ServiceExtractor:
             del self.limits
             raise
         for page in pages:
-            page["page"] += first - 1  # the slice's page 1 is the document's page `first`
+            page.page += first - 1  # the slice's page 1 is the document's page `first`
         return pages
 
-    def _check_time(self, part: bytes, first: int, last: int, backend: str) -> None:
+    def _check_time(self, part: bytes, first: int, last: int, backend: Requested) -> None:
         caps = RangeCaps.of(self.settings, self.limits)
         if caps.seconds is None:
             return
         with pymupdf.open(stream=part, filetype="pdf") as doc:
             # a reviewer's forced OCR backend reads every page as a scan
-            kinds = classify_pages(doc, self.limits.min_text_chars) if backend == "auto" else [SCANNED] * doc.page_count
+            kinds = classify_pages(doc, self.limits.min_text_chars) if backend == AUTO else [SCANNED] * doc.page_count
         seconds = sum(caps.page_seconds(kind) for kind in kinds)
         if seconds > caps.seconds:
             raise RangeTooLarge(f"pages {first}-{last} would take {seconds:.1f} s at the OCR service's pace now; "
@@ -111,7 +114,7 @@ class ServiceExtractor:
 
 @dataclass
 class _Reading:
-    pages: list[dict[str, Any]] = field(default_factory=list)
+    pages: list[PageResult] = field(default_factory=list)
     splits: int = 0
 
 
@@ -119,7 +122,7 @@ def extract(ctx: Context, rng: PageRange, extractor: PageExtractor = engine_extr
     """The range's result key; None when the reader refused the document itself (quarantined)."""
     bucket = ctx.artifacts
     done = _stored(ctx, rng.result_key)
-    if done is not None and not (rng.retry_failed and done.get("failed_pages")):
+    if done is not None and not (rng.retry_failed and done.failed_pages):
         return rng.result_key  # the same content and range was extracted before
     started = time.perf_counter()
     data = ctx.store.get_bytes(rng.bucket, rng.key, rng.version_id)
@@ -131,17 +134,15 @@ def extract(ctx: Context, rng: PageRange, extractor: PageExtractor = engine_extr
     except OcrRejected as exc:
         quarantine(ctx, rng.obj, exc, run_id, sha256=rng.sha256)
         return None
-    pages = sorted(reading.pages, key=lambda p: p["page"])
+    pages = sorted(reading.pages, key=lambda p: p.page)
     if ctx.quality.cer_audit:
         _audit_one_page(data, pages, extractor)
-    failed = [{"page": p["page"], "reason": p.get("reason")} for p in pages if p.get("status") == PageStatus.FAILED]
+    failed = failed_pages(pages)
     if failed:
         log.warning("%s pages %d-%d: %d page(s) failed alone: %s", rng.key, rng.first, rng.last, len(failed), failed[:3])
-    ctx.store.put_json(bucket, rng.result_key, {
-        "doc_id": rng.doc_id, "sha256": rng.sha256, "first": rng.first, "last": rng.last,
-        "seconds": round(time.perf_counter() - started, 3), "splits": reading.splits, "failed_pages": failed,
-        "pages": pages,
-    })
+    ctx.store.put_json(bucket, rng.result_key, RangeResult(
+        rng.doc_id, rng.sha256, rng.first, rng.last, pages, seconds=round(time.perf_counter() - started, 3),
+        splits=reading.splits, failed_pages=failed).as_dict())
     return rng.result_key
 
 
@@ -154,15 +155,14 @@ def _read(ctx: Context, rng: PageRange, data: bytes, extractor: PageExtractor, f
     if not whole:
         done = _stored(ctx, part_key)
         if done is not None:  # a part an earlier try of this range stored
-            reading.pages.extend(done["pages"])
+            reading.pages.extend(done.pages)
             return
     marker = ArtifactKeys.split_marker(rng.doc_id, rng.sha256, first, last, rng.backend)
     if first == last or not store.exists(bucket, marker):
         pages, problem = _try(extractor, data, first, last, rng.backend)
         if problem is None:
             if not whole:
-                store.put_json(bucket, part_key, {"doc_id": rng.doc_id, "sha256": rng.sha256, "first": first,
-                                                  "last": last, "pages": pages})
+                store.put_json(bucket, part_key, RangeResult(rng.doc_id, rng.sha256, first, last, pages).as_dict())
             reading.pages.extend(pages)
             return
         if not ctx.settings.split_ranges:
@@ -179,44 +179,44 @@ def _read(ctx: Context, rng: PageRange, data: bytes, extractor: PageExtractor, f
     _read(ctx, rng, data, extractor, middle + 1, last, reading)
 
 
-def _stored(ctx: Context, key: str) -> dict[str, Any] | None:
+def _stored(ctx: Context, key: str) -> RangeResult | None:
     """A result an earlier try stored, verified against its checksum; one that fails the
     check (torn or altered) is not used: the pages are read again and it is overwritten."""
     try:
-        return ctx.store.get_json(ctx.artifacts, key)
+        stored = ctx.store.get_json(ctx.artifacts, key)
     except CorruptArtifact as exc:
         log.warning("%s; reading these pages again", exc)
         return None
+    return None if stored is None else RangeResult.from_dict(stored)
 
 
 def _try(extractor: PageExtractor, data: bytes, first: int, last: int,
-         backend: str = "auto") -> tuple[list[dict[str, Any]] | None, KbError | None]:
+         backend: Requested = AUTO) -> tuple[list[PageResult] | None, KbError | None]:
     """The pages, and why they cannot be used as they are (None when they can)."""
     try:
-        pages = extractor(data, first, last) if backend == "auto" else extractor(data, first, last, backend=backend)
+        pages = extractor(data, first, last) if backend == AUTO else extractor(data, first, last, backend=backend)
     except RangeRefused as exc:
         return None, exc
-    got = sorted(p["page"] for p in pages)
+    got = sorted(p.page for p in pages)
     if got != list(range(first, last + 1)):  # a reader's bug, not a limit: the task's retries handle it
         raise ExtractionFailed(f"asked for pages {first}-{last}, the reader returned pages {got[:10]}")
-    bad = [p for p in pages if p.get("status") in BAD_STATUSES]
+    bad = [p for p in pages if p.status in BAD_STATUSES]
     if bad:
-        return pages, ExtractionFailed(f"{len(bad)} page(s) of {first}-{last} came back {bad[0].get('status')} "
-                                       f"(page {bad[0]['page']}: {bad[0].get('reason')})")
+        return pages, ExtractionFailed(f"{len(bad)} page(s) of {first}-{last} came back {bad[0].status} "
+                                       f"(page {bad[0].page}: {bad[0].reason})")
     return pages, None
 
 
-def _failed_page(page: int, problem: KbError, pages: list[dict[str, Any]] | None) -> dict[str, Any]:
+def _failed_page(page: int, problem: KbError, pages: list[PageResult] | None) -> PageResult:
     """A page that failed alone: no text (it is indexed without), and the reason why."""
     if pages:  # the reader answered, with a bad page
         own = pages[0]
-        reason = f"{own.get('status')}: {own.get('reason') or 'no reason given'}"
-        return {**own, "markdown": "", "blocks": [], "chars": 0, "status": PageStatus.FAILED, "reason": reason}
-    return {"page": page, "markdown": "", "blocks": [], "chars": 0, "status": PageStatus.FAILED,
-            "reason": f"{problem.code}: {problem.message}"}
+        return replace(own, markdown="", blocks=[], chars=0, status=PageStatus.FAILED,
+                       reason=f"{own.status}: {own.reason or 'no reason given'}")
+    return PageResult(page=page, markdown="", status=PageStatus.FAILED, reason=f"{problem.code}: {problem.message}")
 
 
-def _audit_one_page(data: bytes, pages: list[dict[str, Any]], extractor: PageExtractor) -> None:
+def _audit_one_page(data: bytes, pages: list[PageResult], extractor: PageExtractor) -> None:
     """OCR the range's first text-layer page too and keep the CER against its text layer.
 
     The audit is evidence for the page gate, not part of the result: if OCR fails
@@ -224,13 +224,13 @@ def _audit_one_page(data: bytes, pages: list[dict[str, Any]], extractor: PageExt
     """
     from kb.quality.measures import audit_cer
 
-    page = next((p for p in pages if p.get("backend") == "textlayer" and p.get("status") == "ok"), None)
+    page = next((p for p in pages if p.backend in TEXT_LAYER_READERS and p.status == PageStatus.OK), None)
     if page is None:
         return
     try:
-        [ocr] = extractor(data, page["page"], page["page"], backend="ppocr")
+        [ocr] = extractor(data, page.page, page.page, backend=AUDIT_BACKEND)
     except Exception as exc:  # noqa: BLE001 - an audit must never fail the range
-        log.warning("CER audit of page %s skipped: %s", page["page"], exc)
+        log.warning("CER audit of page %s skipped: %s", page.page, exc)
         return
-    if ocr.get("status") in ("ok", "empty"):
-        page["audit"] = {"backend": ocr.get("backend", "ppocr"), "cer": audit_cer(page["markdown"], ocr["markdown"])}
+    if ocr.status in (PageStatus.OK, PageStatus.EMPTY):
+        page.audit = PageAudit(ocr.backend or AUDIT_BACKEND, audit_cer(page.markdown, ocr.markdown))

@@ -26,20 +26,20 @@ from kb.ledger import LedgerEntry, Status
 from kb.objectstore import ObjectInfo
 from kb.pipeline.accounting import OcrUsage, is_ocr_page
 from kb.pipeline.context import Context
-from kb.pipeline.messages import DocumentResult, PlannedDocument
+from kb.pipeline.messages import DocumentResult, PlannedDocument, RangeResult, failed_pages
 from kb.pipeline.records import fail, quarantine_invalid, record, record_failed_pages
 from kb.pipeline.signature import signature_of
 from kb.points import chunk_payload, point_id
 from kb.reading import read_document
 from kb.sparse import SparseEncoder, SparseVector
-from ocr_engine.api.pages import PageStatus
+from ocr_engine.api.pages import PageResult, PageStatus
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class LoadedPages:
-    pages: list[dict[str, Any]]  # in page order
+    pages: list[PageResult]  # in page order
     ranges_split: int
     extract_seconds: float
 
@@ -54,11 +54,11 @@ class LoadedPages:
     @property
     def by_backend(self) -> dict[str, int]:
         """Pages that were read (not failed), by the backend that read them."""
-        return dict(Counter(p.get("backend") or "unknown" for p in self.pages if p.get("status") != PageStatus.FAILED))
+        return dict(Counter(p.backend or "unknown" for p in self.pages if not p.is_failed))
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [{"page": p["page"], "reason": p.get("reason")} for p in self.pages if p.get("status") == PageStatus.FAILED]
+        return failed_pages(self.pages)
 
 
 @dataclass
@@ -74,19 +74,20 @@ class Prepared:
 
 
 def load_pages(ctx: Context, document: PlannedDocument) -> LoadedPages:
-    pages: list[dict[str, Any]] = []
+    pages: list[PageResult] = []
     missing, splits, seconds = [], 0, 0.0
     for key in document.ranges:
-        result = ctx.store.get_json(ctx.artifacts, key)
-        if result is None:
+        stored = ctx.store.get_json(ctx.artifacts, key)
+        if stored is None:
             missing.append(key)
-        else:
-            pages.extend(result["pages"])
-            splits += result.get("splits", 0)
-            seconds += result.get("seconds", 0.0)
+            continue
+        result = RangeResult.from_dict(stored)
+        pages.extend(result.pages)
+        splits += result.splits
+        seconds += result.seconds
     if missing:
         raise IncompleteExtraction(f"{len(missing)} page range(s) have no result: {missing[:3]}")
-    return LoadedPages(sorted(pages, key=lambda p: p["page"]), splits, round(seconds, 3))
+    return LoadedPages(sorted(pages, key=lambda p: p.page), splits, round(seconds, 3))
 
 
 def _gate(ctx: Context, document: PlannedDocument, suite: str, frame, expectations: list) -> dict[str, Any]:
@@ -114,7 +115,7 @@ def document_context(ctx: Context, document: PlannedDocument) -> Context:
     return replace(ctx, quality=ctx.quality.model_copy(update=document.quality))
 
 
-def check_pages(ctx: Context, document: PlannedDocument, pages: list[dict[str, Any]]) -> dict[str, Any] | None:
+def check_pages(ctx: Context, document: PlannedDocument, pages: list[PageResult]) -> dict[str, Any] | None:
     """The pages gate, before chunking. A version a reviewer accepted as it is skips it:
     its failed and empty pages are left out, the pages that passed are indexed."""
     from kb.quality.measures import page_frame
@@ -137,11 +138,11 @@ def check_chunks(ctx: Context, p: Prepared, dimension: int, max_tokens: int) -> 
     return _gate(ctx, p.document, "chunks", frame, chunks_suite(ctx.quality, dimension, max_tokens))
 
 
-def chunk_pages(pages: list[dict[str, Any]], embedder: TextEmbedder, settings) -> list[Chunk]:
+def chunk_pages(pages: list[PageResult], embedder: TextEmbedder, settings) -> list[Chunk]:
     """A document's page results (failed pages left out) read as one document and chunked
     within the embedder's window: what index embeds, and what the benchmarks measure."""
     return chunk_document(
-        read_document([p for p in pages if p.get("status") != PageStatus.FAILED]),
+        read_document([p for p in pages if not p.is_failed]),
         embedder.count_tokens,
         max_tokens=min(settings.chunk_max_tokens, embedder.max_tokens - 8),
         overlap_sentences=settings.chunk_overlap_sentences,
@@ -161,7 +162,7 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
     sparse = [encoder.encode_document(t) for t in texts]
     payloads = [chunk_payload(document, c, embedder.model_id) for c in chunks]
     ids = [point_id(document.doc_id, document.sha256, c.index) for c in chunks]
-    empty = len([p for p in loaded.pages if p.get("status") == "empty"])
+    empty = len([p for p in loaded.pages if p.status == PageStatus.EMPTY])
     return Prepared(document, loaded, ids, vectors, sparse, payloads, empty, time.perf_counter() - started)
 
 

@@ -13,6 +13,8 @@ from typing import Any
 from kb.artifacts import AlertEvent
 from kb.ledger import Status
 from kb.objectstore import ObjectInfo
+from ocr_engine.api.names import AUTO, Requested, requested
+from ocr_engine.api.pages import PageResult
 
 
 def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -56,9 +58,41 @@ class PageRange(DocumentVersion):
     result_key: str
     # a backfill reads again the pages an earlier extraction left failed
     retry_failed: bool = False
-    # the reader's route: "auto" (text layer where usable), or an OCR backend for every page
+    # the reader's route: ``auto`` (text layer where usable), or an OCR backend for every page
     # (a reviewer's ``reextract-ocr``); part of the result key
-    backend: str = "auto"
+    backend: Requested = AUTO
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backend", requested(self.backend))  # XCom gives it back as a string
+
+
+@dataclass
+class RangeResult:
+    """What extract stores for a page range, or for a part of one that a split read: its
+    pages in page order, and how they were read."""
+
+    doc_id: str
+    sha256: str
+    first: int
+    last: int
+    pages: list[PageResult]
+    seconds: float = 0.0  # the extract task's time on the range
+    splits: int = 0  # how many times the range was halved
+    failed_pages: list[dict[str, Any]] = field(default_factory=list)  # [{"page", "reason"}]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "pages": [p.as_dict() for p in self.pages]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RangeResult":
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in data.items() if k in names},
+                      "pages": [PageResult.from_dict(p) for p in data["pages"]]})
+
+
+def failed_pages(pages: list[PageResult]) -> list[dict[str, Any]]:
+    """The pages that failed alone, as records and alerts list them: [{"page", "reason"}]."""
+    return [{"page": p.page, "reason": p.reason} for p in pages if p.is_failed]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from kb.pipeline.messages import DocumentResult, PageRange, Plan, PlannedDocumen
 from kb.pipeline.records import quarantine, record
 from kb.pipeline.signature import index_signature
 from kb.planning import SCANNED, RangeCaps, classify_pages, cut_ranges
+from ocr_engine.api.names import AUTO, Requested, requested
 from ocr_engine.api.pdf import open_pdf
 from ocr_engine.api.errors import DocumentTooLarge, InputError
 
@@ -68,9 +69,9 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
             quarantined.append(quarantine(ctx, obj, exc, run_id, sha256=sha))
             continue
         decision = review.decision if review else None
-        backend = "auto"
+        backend: Requested = AUTO
         if decision == Decision.REEXTRACT_OCR:
-            kinds, backend = [SCANNED] * len(kinds), limits.ocr_backend
+            kinds, backend = [SCANNED] * len(kinds), requested(limits.ocr_backend)
         spans = cut_ranges(kinds, caps)
         document = PlannedDocument(
             doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size, version_id=obj.version_id,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from kb.sparse import CJK
-from ocr_engine.api.pages import PageStatus, count_chars
+from ocr_engine.api.pages import PageResult, PageStatus, count_chars
 from ocr_engine.api.text import cer, distinct_ratio
 
 # A CJK character is a token of its own; other text splits on whitespace.
@@ -21,27 +21,26 @@ def text_tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
-def page_frame(pages: Sequence[dict[str, Any]], distinct_n: int) -> pd.DataFrame:
+def page_frame(pages: Sequence[PageResult], distinct_n: int) -> pd.DataFrame:
     """Columns: page, status, failed (0/1: the page failed alone and is left out), empty
     (0/1, a page read with no text), chars (NaN on empty and failed pages), confidence (NaN
     where the backend gives none), distinct (distinct-n of the page's tokens; NaN on failed
     pages), cer (NaN unless the page was audited: OCR'd as well as read from its text layer)."""
     rows = []
     for p in pages:
-        text = p.get("markdown") or ""
+        text = p.markdown or ""
         chars = count_chars(text)
-        failed = p.get("status") == PageStatus.FAILED
-        empty = not failed and (p.get("status") == "empty" or chars == 0)
-        audit = p.get("audit") or {}
+        failed = p.is_failed
+        empty = not failed and (p.status == PageStatus.EMPTY or chars == 0)
         rows.append({
-            "page": int(p["page"]),
-            "status": p.get("status", "ok"),
+            "page": p.page,
+            "status": str(p.status),
             "failed": int(failed),
             "empty": int(empty),
             "chars": math.nan if empty or failed else float(chars),
-            "confidence": math.nan if p.get("confidence") is None else float(p["confidence"]),
+            "confidence": math.nan if p.confidence is None else float(p.confidence),
             "distinct": math.nan if failed else distinct_ratio(text_tokens(text), distinct_n),
-            "cer": float(audit["cer"]) if "cer" in audit else math.nan,
+            "cer": math.nan if p.audit is None else float(p.audit.cer),
         })
     columns = ["page", "status", "failed", "empty", "chars", "confidence", "distinct", "cer"]
     return pd.DataFrame(rows, columns=columns)

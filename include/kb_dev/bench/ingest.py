@@ -68,7 +68,7 @@ def direct(folder: Path, state_dir: str) -> dict[str, Any]:
         doc = pymupdf.open(path)
         results = extract_range(doc, 1, doc.page_count)
         doc.close()
-        pieces = chunk_pages([r.as_dict() for r in results], embedder, settings)
+        pieces = chunk_pages(results, embedder, settings)
         texts = [c.embedding_text() for c in pieces]
         vectors.append(embedder.embed(texts))
         sparse.extend(encoder.encode_document(t) for t in texts)

@@ -378,9 +378,10 @@ def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print
         jobs += [(SAMPLES / name, language_of(title), True, None) for name, (title, _) in SCANNED_SAMPLES.items()]
         for path, language, scanned, original in jobs:
             t0 = time.perf_counter()
-            results = [r.as_dict() for r in engine.parse_pdf(path.read_bytes(), backend="auto")]
+            read = engine.parse_pdf(path.read_bytes())
+            results = [r.as_dict() for r in read]
             chunks = [{"text": c.text, "pages": c.pages, "kind": c.kind.value, "boxes": [b.as_dict() for b in c.boxes]}
-                      for c in chunk_pages(results, embedder, settings)]
+                      for c in chunk_pages(read, embedder, settings)]
             doc = Document(path.name, language, scanned, len(results), chunks)
             if original is not None:
                 doc.running, doc.bodies = running_lines(original)
