@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ocr_engine.api.names import AUTO, BackendName
+
 
 class EngineSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OCR_", extra="ignore", protected_namespaces=())
@@ -16,7 +18,7 @@ class EngineSettings(BaseSettings):
     device: str = "auto"  # auto | cpu | cuda
     # What `auto` sends scanned pages to: a registered OCR backend (unlimited | ppocr), or auto:
     # unlimited where model_dir is set, else ppocr (backends/registry.py).
-    ocr_backend: str = Field("auto", description="what `auto` uses for scanned pages: auto | unlimited | ppocr")
+    ocr_backend: str = Field(AUTO.value, description="what `auto` uses for scanned pages: auto | unlimited | ppocr")
 
     dpi: int = Field(150, ge=36, le=600)
     # A page is rendered at `dpi` unless that exceeds this many pixels; then it is
@@ -28,7 +30,7 @@ class EngineSettings(BaseSettings):
     # planned too big times out. PP-OCR: 1.4 s for a typical page on 2 CPU cores, dense
     # table pages several times that.
     seconds_per_page_prior: dict[str, float] = Field(
-        default_factory=lambda: {"textlayer": 0.05, "ppocr": 3.0, "unlimited": 2.0})
+        default_factory=lambda: {BackendName.TEXTLAYER: 0.05, BackendName.PPOCR: 3.0, BackendName.UNLIMITED: 2.0})
     ppocr_max_side: int = Field(960, ge=320, description="PP-OCR detects on the page scaled to this many pixels")
 
     # Unlimited OCR generation (the paper's settings for base mode)

@@ -187,3 +187,79 @@ def test_ocr_engine_compares_backend_names_only_where_it_chooses_a_backend():
     assert found == []
     assert any(isinstance(n, ast.Compare) and _compares_backend_names(n)
                for n in ast.walk(ast.parse(chooser.read_text()))), "the walk finds the chooser's own comparisons"
+
+
+# --- the seam between the engine and the pipeline (issue 37) ------------------------------
+
+WIRE = "ocr_engine.api"  # the engine's one public face
+ADAPTER = "ocr_engine.engine"  # the one way to run the engine in process (local mode)
+OUTSIDE_THE_ENGINE = ("kb", "kb_airflow", "dags")
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _engine_imports_past_the_wire(imports: dict[str, set[str]]) -> dict[str, list[str]]:
+    """For each module, what of ``ocr_engine`` it imports that is neither the wire nor the adapter."""
+    found = {name: sorted(m for m in names if _within(m, "ocr_engine") and m != "ocr_engine"
+                          and not _within(m, WIRE) and not _within(m, ADAPTER))
+             for name, names in imports.items()}
+    return {name: past for name, past in found.items() if past}
+
+
+def test_the_pipeline_reaches_the_engine_only_through_its_wire_and_one_adapter():
+    modules = {name: _imported(path) for name, path in _modules().items()
+               if any(_within(name, p) for p in OUTSIDE_THE_ENGINE)}
+    assert any(_within(m, ADAPTER) for names in modules.values() for m in names), "the walk finds the adapter"
+    assert _engine_imports_past_the_wire(modules) == {}
+
+
+def test_the_wire_is_the_bottom_floor_of_the_engine():
+    wire = {name: _imported(path) for name, path in _modules().items() if _within(name, WIRE)}
+    assert len(wire) > 5, "the walk finds the wire's modules"
+    below = {name: sorted(m for m in names if _within(m, "ocr_engine") and not _within(m, WIRE))
+             for name, names in wire.items()}
+    assert {name: found for name, found in below.items() if found} == {}
+
+
+def test_the_walk_finds_an_engine_import_past_the_wire_where_there_is_one():
+    # the check itself must be able to fail: kb as it was before issue 37
+    assert _engine_imports_past_the_wire({
+        "kb.pipeline.index": {"ocr_engine.schema", "ocr_engine.schema.FAILED", "kb.reading"},
+        "kb.pipeline.extract": {"ocr_engine.api.pages", "ocr_engine.engine", "ocr_engine.engine.OcrEngine"},
+        "kb.search.errors": {"ocr_engine.service.errors"},
+        "kb.chunking": {"ocr_engine.api", "ocr_engine.api.tables"},
+    }) == {"kb.pipeline.index": ["ocr_engine.schema", "ocr_engine.schema.FAILED"],
+           "kb.search.errors": ["ocr_engine.service.errors"]}
+
+
+# What the pipeline's OCR settings and a request's ``backend`` are made of: ``kb.settings.OcrMode``
+# and ``ocr_engine.api.names`` say them; nothing outside the engine spells them as strings.
+MODE_NAMES = {"auto", "service", "local"}
+
+
+def _compares_names_as_strings(node: ast.Compare) -> bool:
+    return any(isinstance(part, ast.Constant) and part.value in BACKEND_NAMES | MODE_NAMES
+               for side in (node.left, *node.comparators) for part in ast.walk(side))
+
+
+def _string_comparisons_of_names(source: str) -> list[int]:
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Compare) and _compares_names_as_strings(node))
+
+
+def test_nothing_outside_the_engine_compares_a_backend_or_a_mode_as_a_string():
+    found = [f"{path.relative_to(REPO)}:{line}" for name, path in sorted(_modules().items())
+             if any(_within(name, p) for p in OUTSIDE_THE_ENGINE)
+             for line in _string_comparisons_of_names(path.read_text())]
+    assert found == []
+
+
+def test_the_walk_finds_a_backend_or_a_mode_compared_as_a_string():
+    # the check itself must be able to fail: as extract.py and hooks.py did before issue 37
+    assert _string_comparisons_of_names(
+        'ok = p.get("backend") == "textlayer" and p.get("status") == "ok"\n'
+        'if settings.ocr_mode == "service":\n    pass\n'
+        'kinds = classify() if backend == "auto" else []\n'
+        'if mode is OcrMode.SERVICE or backend == AUTO or status in ("ok", "empty"):\n    pass\n') == [1, 2, 4]

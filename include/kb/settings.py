@@ -7,6 +7,7 @@ stack's settings are ``kb_dev.settings.StackSettings``).
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
@@ -16,6 +17,11 @@ from typing_extensions import Annotated
 
 def default_state_dir() -> Path:
     return Path.cwd() / ".kb"
+
+
+class OcrMode(StrEnum):
+    SERVICE = "service"  # page ranges go to the OCR service (Airflow connection `ocr_service`)
+    LOCAL = "local"  # the engine runs inside the extract task (text layer, else PP-OCR on CPU)
 
 
 class PipelineSettings(BaseSettings):
@@ -33,9 +39,8 @@ class PipelineSettings(BaseSettings):
     schedule: str | None = "*/5 * * * *"
     max_file_mb: int = 200
     max_pages: int = 2000
-    # "service": page ranges go to the OCR service (Airflow connection `ocr_service`);
-    # "local": the engine runs inside the extract task (text layer, else PP-OCR on CPU).
-    ocr_mode: str = Field("local", pattern="^(service|local)$")
+    # Where page ranges are read (``OcrMode``)
+    ocr_mode: OcrMode = OcrMode.LOCAL
     # Page ranges. The OCR service (or, in local mode, the engine) owns the hard limits:
     # pages and bytes per request, its timeout, the token budget and its measured seconds
     # per page; `plan` reads them and cuts ranges that fit all of them. The two caps here

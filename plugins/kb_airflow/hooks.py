@@ -11,6 +11,7 @@ from functools import cached_property
 from airflow.sdk import BaseHook
 
 from kb.objectstore import ObjectStore
+from kb.settings import OcrMode
 
 
 class ObjectStoreHook(BaseHook):
@@ -90,7 +91,7 @@ class OcrServiceHook(BaseHook):
 
 def range_limits(settings):
     """The ``kb.limits.RangeLimits`` that ``plan`` cuts ranges from."""
-    if settings.ocr_mode == "service":
+    if settings.ocr_mode is OcrMode.SERVICE:
         return OcrServiceHook().client.limits()
     from kb.limits import RangeLimits
     from kb.pipeline.extract import local_engine
@@ -100,7 +101,7 @@ def range_limits(settings):
 
 def range_extractor(settings):
     """What ``extract`` reads a page range with."""
-    if settings.ocr_mode == "service":
+    if settings.ocr_mode is OcrMode.SERVICE:
         from kb.pipeline.extract import ServiceExtractor
 
         return ServiceExtractor(OcrServiceHook().client, settings)

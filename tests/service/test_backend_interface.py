@@ -95,10 +95,10 @@ def test_the_service_publishes_a_registered_backends_limits_and_kv_budget_unchan
         # a scanned page goes to the fake, through KV admission and its expecting()
         fake.calls.clear()
         pages = client.parse(text_and_scan(), 1, 2)
-        assert [(p["page"], p["backend"]) for p in pages] == [(1, "textlayer"), (2, F.NAME)]
-        assert pages[1]["markdown"].startswith("fake read page 2") and pages[1]["model_version"] == "fake-ocr-1"
+        assert [(p.page, p.backend) for p in pages] == [(1, "textlayer"), (2, F.NAME)]
+        assert pages[1].markdown.startswith("fake read page 2") and pages[1].model_version == "fake-ocr-1"
         assert fake.calls == [[2]] and fake.calls_while_expected == [[2]]
-        assert client.parse(text_and_scan(), 1, 1, backend=F.NAME)[0]["backend"] == F.NAME
+        assert client.parse(text_and_scan(), 1, 1, backend=F.NAME)[0].backend == F.NAME
         after = limits(base)
         assert (after["kv"]["reserved_bytes"], after["kv"]["admitted_sequences"]) == (0, 0)
         assert after["engine"]["pace"][F.NAME]["samples"] == 2
