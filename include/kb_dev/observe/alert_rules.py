@@ -80,10 +80,11 @@ def _landing_cases(promise_s: float) -> dict[str, str]:
 
 
 def _share_cases(share: float) -> dict[str, str]:
+    # any share strictly between 0 and 1 has a whole count of twentieths on each side of it
+    if not 0 < share < 1:
+        raise ValueError(f"the quarantine share {share:g} leaves no twentieth on both sides of it")
     fire = math.floor(share * SHARE_STEPS) + 1  # quarantined of every 20: just above the share
     quiet = math.ceil(share * SHARE_STEPS) - 1  # just below it
-    if not (0 < share < 1) or fire > SHARE_STEPS or quiet < 0:
-        raise ValueError(f"the quarantine share {share:g} leaves no twentieth on both sides of it")
     fire_share = fire / SHARE_STEPS
     return {"fire_quarantined": str(fire), "fire_indexed": str(SHARE_STEPS - fire),
             "fire_share": repr(fire_share), "fire_share_pct": f"{fire_share * 100:.4g}",

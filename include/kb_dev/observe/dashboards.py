@@ -280,14 +280,18 @@ def _specs(thresholds: Thresholds) -> dict[str, tuple[str, str, tuple[RowSpec, .
     }
 
 
+def _build(specs: dict[str, tuple[str, str, tuple[RowSpec, ...]]]) -> dict[str, Dashboard]:
+    return {slug: _dashboard(title, slug, desc, rows) for slug, (title, desc, rows) in specs.items()}
+
+
 def build(thresholds: Thresholds) -> dict[str, Dashboard]:
     """slug (file name and dashboard uid) -> dashboard, drawn at ``thresholds``."""
-    return {slug: _dashboard(title, slug, desc, rows) for slug, (title, desc, rows) in _specs(thresholds).items()}
+    return _build(_specs(thresholds))
 
 
-_SPECS = _specs(Thresholds.defaults())
 # the committed dashboards: the settings' defaults
-DASHBOARDS: dict[str, Dashboard] = build(Thresholds.defaults())
+_SPECS = _specs(Thresholds.defaults())
+DASHBOARDS: dict[str, Dashboard] = _build(_SPECS)
 
 
 def panel_queries() -> list[tuple[str, str, str]]:
@@ -324,7 +328,7 @@ def write_all(folder: str | Path, thresholds: Thresholds | None = None) -> list[
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for slug, dashboard in build(thresholds or Thresholds.defaults()).items():
+    for slug, dashboard in (build(thresholds) if thresholds else DASHBOARDS).items():
         path = out / f"{slug}.json"
         path.write_text(render_json(dashboard), encoding="utf-8")
         written.append(path)
