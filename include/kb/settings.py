@@ -60,7 +60,7 @@ class PipelineSettings(BaseSettings):
     # After a failed attempt a version waits before the next: base x 2^(attempts-1), capped,
     # so a stuck document does not take the OCR pool on every scheduled run.
     # Airflow's own retry of a failed task (one retry), for what fails inside a run: a
-    # worker lost, an API call timed out. The backoff above is between runs.
+    # worker lost, an API call timed out. The backoff below is between runs.
     retry_delay_s: float = Field(15, ge=0)
     retry_backoff_s: float = Field(600, ge=0)
     retry_backoff_max_s: float = Field(6 * 3600, ge=0)
@@ -189,7 +189,8 @@ class QualitySettings(BaseSettings):
     cer_audit: bool = False
 
     # chunks, before upsert
-    # (a chunk's token bound is the chunker's own, KB_CHUNK_MAX_TOKENS: one owner)
+    # (the chunks gate bounds a chunk's tokens by the embedder's window; the chunker's own
+    # target size is KB_CHUNK_MAX_TOKENS)
     min_vector_norm: float = Field(1e-6, ge=0)
 
     # Data Docs: a local folder (None: <state dir>/data_docs)
