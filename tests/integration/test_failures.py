@@ -12,6 +12,7 @@ from kb.pipeline.extract import extract
 from kb.pipeline.index import index_batch
 from kb.pipeline.messages import PageRange
 from kb.pipeline.sense import sense
+from ocr_engine.api.pages import PageResult, PageStatus
 from tests.integration.stages import context, plan_run
 from tests.pdfs import coded_pages, make_pdf
 
@@ -84,7 +85,8 @@ def test_with_splitting_off_a_range_with_a_failed_page_is_not_stored_so_it_is_tr
     rng = plan_run(ctx, "run-1").ranges[0]
 
     def broken_engine(data, first, last):
-        return [{"page": n, "markdown": "", "status": "failed", "reason": "CUDA error"} for n in range(first, last + 1)]
+        return [PageResult(page=n, markdown="", status=PageStatus.FAILED, reason="CUDA error")
+                for n in range(first, last + 1)]
 
     with pytest.raises(ExtractionFailed, match="CUDA error") as info:
         extract(ctx, rng, extractor=broken_engine)
