@@ -177,7 +177,13 @@ def _busy(state: ServiceState) -> E.Overloaded:
 
 async def take_slot(state: ServiceState, request: ParseRequest) -> None:
     slots = state.slots
-    if slots.locked() and state.waiting >= state.settings.max_queue:
+    if not slots.locked():
+        # A free slot is taken without yielding to the loop. Counted as waiting across a
+        # yield, a request that never waits would fill the queue for a moment: a second
+        # request checked in that moment was answered 429 with a place free for it.
+        await slots.acquire()
+        return
+    if state.waiting >= state.settings.max_queue:
         raise E.Overloaded("all slots are busy and the queue is full; retry later",
                            headers={"Retry-After": str(state.settings.retry_after_s)})
     state.queue_changed(+1)
