@@ -17,8 +17,12 @@ from kb.sparse import SparseVector
 
 DENSE = "dense"
 SPARSE = "sparse"
-# Reciprocal rank fusion's k (Qdrant's default)
-RRF_K = 60
+# Reciprocal rank fusion's k: qdrant-client's (``qdrant_client.hybrid.fusion``), which fused the
+# lists before fusion moved here. The literature's 60 flattens the top of each list: with it
+# the cross-page group of ``kb eval`` fell from 0.935 to 0.871 (hybrid recall@5, the same
+# store; docs/benchmarks/retrieval-eval.md), the chunk holding both pages losing to
+# chunks that rank lower in both lists.
+RRF_K = 2
 # Hits are ordered by score, then by id, whatever the engine: points with equal scores (the
 # same boilerplate in two documents, two versions of a chunk) come out in the same order on
 # Edge and on a server. Each engine is asked for this many more than wanted, so a tie at the
