@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import nullcontext
 from multiprocessing.connection import Client, Connection
-from typing import Any, ContextManager
+from typing import Any, Callable, ContextManager
 
 from kb.errors import StoreBusy
 from kb.settings import PipelineSettings, StoreSettings
@@ -56,8 +56,12 @@ class _Copy:
 
 
 class ReplicaSet:
-    def __init__(self, p: PipelineSettings, s: StoreSettings | None = None) -> None:
+    def __init__(self, p: PipelineSettings, s: StoreSettings | None = None,
+                 wrap: Callable[[str, list[str]], list[str]] | None = None) -> None:
+        """``wrap(name, argv)``: the command a copy runs as (a benchmark runs each copy in a
+        memory cgroup of its own); by default ``argv`` itself."""
         self.pipeline, self.settings = p, s or StoreSettings()
+        self._wrap = wrap or (lambda _name, argv: argv)
         self._key = secrets.token_bytes(32)
         tag = secrets.token_hex(6)
         # abstract socket names (no file, no path length limit); the key keeps strangers out
@@ -106,8 +110,8 @@ class ReplicaSet:
         # the copies read their settings from the environment: these, not the service's own
         env = {**os.environ, KEY_ENV: self._key.hex(), "KB_STATE_DIR": str(self.pipeline.state_dir),
                **{f"KB_STORE_{k.upper()}": str(v) for k, v in self.settings.model_dump().items() if v is not None}}
-        copy.process = subprocess.Popen([sys.executable, "-m", "kb.store.replica", copy.name, copy.address[1:]],
-                                        env=env, stdin=subprocess.DEVNULL)
+        argv = [sys.executable, "-m", "kb.store.replica", copy.name, copy.address[1:]]
+        copy.process = subprocess.Popen(self._wrap(copy.name, argv), env=env, stdin=subprocess.DEVNULL)
         copy.started = time.monotonic()
         copy.idle = queue.SimpleQueue()  # connections to an earlier process of this copy are dead
 

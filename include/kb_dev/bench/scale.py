@@ -261,11 +261,32 @@ def _recall(replicas, queries: list) -> float:
     return round(float(np.mean(found)), 4)
 
 
+def _replica_limits(names: list[str], limit_mb: int, echo: Callable[[str], None]) -> dict:
+    """A memory cgroup of ``limit_mb`` for each replica (``memory_limit.py``), by name; none
+    where cgroups cannot be made here."""
+    from kb_dev.bench.memory_limit import MemoryLimit
+
+    limits = {}
+    for name in names:
+        limit = MemoryLimit.create(f"kb-bench-{os.getpid()}-{name}", limit_mb * 2**20)
+        if limit is None:
+            echo("  no memory cgroup can be made here (not root?): the replicas run without a limit")
+            for made in limits.values():
+                made.remove()
+            return {}
+        limits[name] = limit
+    echo(f"  each replica runs in a memory cgroup limited to {limit_mb} MB")
+    return limits
+
+
 def measure_edge(dest: Path, total: int, chunks: Chunks, queries: int, rebuild: bool,
-                 echo: Callable[[str], None]) -> dict[str, Any]:
+                 echo: Callable[[str], None], memory_limit_mb: int = 2048) -> dict[str, Any]:
     from kb.points import SearchFilter
     from kb.settings import PipelineSettings, StoreSettings
+    from kb.store.local import replica_names
+    from kb.store.migrate import prepare
     from kb.store.replicas import ReplicaSet
+    from kb_dev.bench.memory_limit import evict_from_page_cache
 
     state = dest / f"edge-{total}"
     if rebuild:
@@ -276,12 +297,21 @@ def measure_edge(dest: Path, total: int, chunks: Chunks, queries: int, rebuild: 
     shutil.rmtree(state / "store" / "replica-1", ignore_errors=True)
     p = PipelineSettings(state_dir=state)
     # an exact search over a million points from disk takes seconds: no query here is given up
-    replicas = ReplicaSet(p, StoreSettings(replica_timeout_s=600))
+    s = StoreSettings(replica_timeout_s=600)
+    limits = _replica_limits(replica_names(s), memory_limit_mb, echo) if memory_limit_mb else {}
+    if limits:
+        # the second copy made here, then every file of the store dropped from the page cache:
+        # cached pages stay charged to whoever read them first (this process, an earlier run),
+        # and free to a limited replica they would hide the files' pages from its limit
+        prepare(p, s)
+        evict_from_page_cache(state / "store")
+    replicas = ReplicaSet(p, s, wrap=lambda name, argv: limits[name].command(argv) if limits else argv)
     echo(f"Edge, {total} chunks: starting {len(replicas.copies)} replicas (a copy of the shard for the second) ...")
     started = time.perf_counter()
     replicas.start()
     out: dict[str, Any] = {"engine": "edge", "chunks": total, "build": built,
                            "replicas_start_s": round(time.perf_counter() - started, 1)}
+    pids = [c.process.pid for c in replicas.copies]
     try:
         asked = chunks.queries(queries)
         echo(f"Edge, {total} chunks: {queries} hybrid queries, then with a folder filter ...")
@@ -303,8 +333,14 @@ def measure_edge(dest: Path, total: int, chunks: Chunks, queries: int, rebuild: 
         out["recall_at_10_pool_sentences"] = _recall(replicas, asked[:100])
         # exact search read every original vector from disk: the pages it touched count in RSS
         out["replica_rss_mb_after_exact_search"] = [_rss_mb(c.process.pid) for c in replicas.copies]
+        # under a limit: the peak the kernel charged each replica, its reclaims, and any
+        # replica it killed (a copy started again has a new pid, outside the limit)
+        out["replica_memory_limit"] = [limit.report() for limit in limits.values()]
+        out["replicas_restarted"] = sum(c.process.pid != pid for c, pid in zip(replicas.copies, pids))
     finally:
         replicas.close()
+        for limit in limits.values():
+            limit.remove()
     # the built shard as it was: a later run measures the same store
     shutil.rmtree(state / "store" / "replica-1", ignore_errors=True)
     return out
@@ -360,7 +396,7 @@ def measure_local_mode(dest: Path, total: int, chunks: Chunks, queries: int,
 
 
 def bench_scale(sizes: list[int], dest: Path, queries: int = 200, before_max: int = 100_000, rebuild: bool = False,
-                echo: Callable[[str], None] = _echo) -> dict[str, Any]:
+                memory_limit_mb: int = 2048, echo: Callable[[str], None] = _echo) -> dict[str, Any]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     dest.mkdir(parents=True, exist_ok=True)
     pool = sentence_pool(dest, echo)
@@ -369,17 +405,26 @@ def bench_scale(sizes: list[int], dest: Path, queries: int = 200, before_max: in
     for total in sizes:
         if total <= before_max:
             rows.append(measure_local_mode(dest, total, chunks, queries, echo))
-        rows.append(measure_edge(dest, total, chunks, queries, rebuild, echo))
+        rows.append(measure_edge(dest, total, chunks, queries, rebuild, echo, memory_limit_mb))
     out = {"sentences": len(pool), "queries": queries, "rows": rows}
     out["table"] = table(out)
     return out
+
+
+def _limited(row: dict[str, Any]) -> str:
+    limits = row.get("replica_memory_limit") or []
+    if not limits:
+        return "no limit"
+    peaks = "/".join(f"{m['peak_mb']:.0f}" for m in limits)
+    return f"{limits[0]['limit_mb']}: {peaks}, {sum(m['oom_kills'] for m in limits)}"
 
 
 def table(out: dict[str, Any]) -> str:
     """RSS: each replica's after the measured queries and writes, then after 4,000 more queries,
     and (own) its anonymous memory alone; recall@10 for the eval questions, then pool sentences."""
     lines = [f"{'engine':10} {'chunks':>9} {'write s':>8} {'visible s':>10} {'reload s':>9} {'hybrid p50/p99 ms':>18} "
-             f"{'+prefix p50/p99 ms':>19} {'RSS MB (-> +4000 q; own)':>30} {'recall@10':>9} {'(pool)':>7}"]
+             f"{'+prefix p50/p99 ms':>19} {'RSS MB (-> +4000 q; own)':>30} {'recall@10':>9} {'(pool)':>7} "
+             f"{'limit MB: peak, OOM kills':>26}"]
     for r in out["rows"]:
         if r["engine"] == "edge":
             w = r["write"]
@@ -390,7 +435,7 @@ def table(out: dict[str, Any]) -> str:
                 f"{'edge':10} {r['chunks']:>9} {w['write_s_median']:>8.3f} {w['visible_s_median']:>10.3f} {'-':>9} "
                 f"{r['hybrid']['p50_ms']:>8.2f}/{r['hybrid']['p99_ms']:<9.2f} "
                 f"{r['hybrid_prefix_filter']['p50_ms']:>9.2f}/{r['hybrid_prefix_filter']['p99_ms']:<9.2f} "
-                f"{rss:>30} {r['recall_at_10']:>9.4f} {r['recall_at_10_pool_sentences']:>7.4f}")
+                f"{rss:>30} {r['recall_at_10']:>9.4f} {r['recall_at_10_pool_sentences']:>7.4f} {_limited(r):>26}")
         else:
             lines.append(
                 f"{'local mode':10} {r['chunks']:>9} {r['write_s']:>8.2f} {r['write_s'] + r['reload_s']:>10.1f} "

@@ -50,7 +50,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
     from kb_dev.bench.scale import bench_scale
 
     result = bench_scale(args.chunks, Path(args.dest), queries=args.queries, before_max=args.before_max,
-                         rebuild=args.rebuild)
+                         rebuild=args.rebuild, memory_limit_mb=args.memory_limit_mb)
     _report(args, result, result["table"])
     return 0
 
@@ -135,6 +135,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="the largest size also measured on qdrant-client's local mode (the path it replaced)")
     b.add_argument("--dest", default=".kb/bench-scale", help="where the stores are built (kept between runs)")
     b.add_argument("--rebuild", action="store_true", help="build the Edge stores again")
+    b.add_argument("--memory-limit-mb", type=int, default=2048,
+                   help="run each replica in a memory cgroup of this size, as a container would (0: none; "
+                        "needs a writable cgroup tree, else the bench says so and runs without)")
     b = add("search", cmd_search, "the search service under load (idle and while indexing), `kb search` "
                                   "as a fresh process, ONNX vs torch embedding, recall@5")
     b.add_argument("--queries", type=int, default=200)
