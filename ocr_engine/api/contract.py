@@ -100,7 +100,8 @@ def refusal(code: str) -> Refusal:
     return REFUSALS[code]
 
 
-def _scope_of_status(status: int) -> Scope:
+def scope_of_status(status: int) -> Scope:
+    """What a status alone says: 429 and 5xx retry, 413 and 504 split, any other 4xx is the request's."""
     if status == 429 or status >= 500:
         return Scope.RETRY
     if status in (413, 504):
@@ -118,7 +119,7 @@ def refusal_of(status: int, error: dict[str, Any]) -> Refusal:
         scope = Scope(error.get("scope"))
     except ValueError:
         known = REFUSALS.get(code)
-        scope = known.scope if known is not None and known.status == status else _scope_of_status(status)
+        scope = known.scope if known is not None and known.status == status else scope_of_status(status)
     return Refusal(code, status, scope, str(error.get("message") or ""))
 
 

@@ -14,9 +14,11 @@ import json
 import logging
 import time
 import uuid
-from typing import Callable
+from typing import Callable, Mapping
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from prometheus_client import Counter, Histogram
 from fastapi.exceptions import HTTPException
 from starlette.exceptions import HTTPException as RoutingError
@@ -24,6 +26,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ocr_engine.api.contract import Refusal, scope_of_status
+from ocr_engine.api.http_errors import InvalidRequest, ServiceError, Unauthorized
 
 UNMATCHED = "unmatched"  # the one label every path that is no route shares
 ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
@@ -95,10 +100,10 @@ def authorised(request: Request, keys: list[bytes]) -> bool:
 
 
 def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, ...], auth_open_routes: bool,
-                    unauthorised: Callable[[Request], Response], max_body_bytes: Callable[[Scope], int],
+                    respond: Callable[[Request, ServiceError], Response], max_body_bytes: Callable[[Scope], int],
                     requests: Counter, unauthorized: Counter, latency: Histogram | None = None,
                     log_event: Callable[..., None]) -> None:
-    """Install the middleware. ``unauthorised`` builds the 401; ``max_body_bytes`` caps each
+    """Install the middleware. ``respond`` (``install_error_handlers``'s) answers the 401; ``max_body_bytes`` caps each
     request's body (the service answers ``BodyTooLarge`` with its 413). Every answer but
     /metrics' is counted in ``requests`` (route template, status) and ``latency``, or, when
     it is a 401, only in the unlabelled ``unauthorized``, and logged as a ``request`` event."""
@@ -126,7 +131,8 @@ def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, 
         started = time.perf_counter()
         needs_key = keys and (auth_open_routes or request.url.path not in open_routes)
         if needs_key and not authorised(request, keys):
-            response = unauthorised(request)
+            response = respond(request, Unauthorized("a valid API key is required",
+                                                     headers={"WWW-Authenticate": "Bearer"}))
         else:
             response = await call_next(request)
         response.headers["X-Request-ID"] = request.state.request_id
@@ -134,20 +140,62 @@ def around_requests(app: FastAPI, *, keys: list[bytes], open_routes: tuple[str, 
         return response
 
 
-def answer_refusals_of_the_framework(app: FastAPI, error_response: Callable[..., Response],
-                                     body_code: Callable[[Request], str] = lambda request: BodyTooLarge.code) -> None:
-    """A body over the cap, no such route, a method the route does not take: in the service's
-    own error shape (``error_response(request, status, code, message)``), not Starlette's
-    ``{"detail": ...}``. ``body_code`` names a too-large body on a route that says better."""
+ErrorCounter = Callable[[str, int], None]
+
+
+def install_error_handlers(app: FastAPI, codes: Mapping[str, Refusal], *, log: logging.Logger,
+                           boundary: Mapping[type[Exception], Callable[[Exception], ServiceError]] | None = None,
+                           body_code: Callable[[Request], str] = lambda request: BodyTooLarge.code,
+                           counted: ErrorCounter | None = None) -> Callable[[Request, ServiceError], Response]:
+    """Every error a service answers, in the one body (``http_errors``): its ``ServiceError``s,
+    the framework's own refusals (a body over the cap, no such route, a method the route does
+    not take, an invalid field) and anything unexpected (500, logged). ``codes`` is the
+    service's table: each code's status and scope. ``boundary`` converts a lower layer's typed
+    errors, once, here. ``body_code`` names a too-large body on a route that says better;
+    ``counted(code, status)`` is told of every answer. Returns the function that answers an
+    error (the middleware answers its 401 with it)."""
+
+    def respond(request: Request, exc: ServiceError) -> Response:
+        row = codes.get(exc.code)
+        status = row.status if row is not None else exc.status
+        scope = row.scope if row is not None else scope_of_status(status)
+        body = {"code": exc.code, "message": exc.message, "request_id": getattr(request.state, "request_id", None),
+                "scope": scope.value}
+        if exc.field:
+            body["field"] = exc.field
+        if counted is not None:
+            counted(exc.code, status)
+        return JSONResponse({"error": body}, status_code=status, headers=exc.headers or None)
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(request: Request, exc: ServiceError):
+        return respond(request, exc)
+
+    for kind, convert in (boundary or {}).items():
+        app.add_exception_handler(kind, lambda request, exc, convert=convert: respond(request, convert(exc)))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0]
+        loc = [str(p) for p in first.get("loc", ())][1:]  # the first is where: body, query, path or form
+        field = ".".join(p for p in loc if not p.isdigit()) or None
+        message = f"{field}: {first.get('msg')}" if field else str(first.get("msg"))
+        return respond(request, InvalidRequest(message, field=field))
 
     @app.exception_handler(BodyTooLarge)
     async def _too_large(request: Request, exc: BodyTooLarge):
-        return error_response(request, 413, body_code(request), exc.message)
+        return respond(request, ServiceError(exc.message, code=body_code(request)))
 
     @app.exception_handler(RoutingError)
     async def _routing(request: Request, exc: RoutingError):
-        code = ROUTING_CODES.get(exc.status_code, "bad_request")
-        return error_response(request, exc.status_code, code, str(exc.detail))
+        return respond(request, ServiceError(str(exc.detail), code=ROUTING_CODES.get(exc.status_code, "bad_request")))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("unexpected error")
+        return respond(request, ServiceError("unexpected error; see the service log"))
+
+    return respond
 
 
 class JsonFormatter(logging.Formatter):

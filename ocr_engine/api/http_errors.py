@@ -1,29 +1,30 @@
-"""The errors the service raises; the codes, their statuses and scopes are the contract's
-(``contract.py``). Bodies are always ``{"error": {"code", "message", "request_id", "scope"}}``.
+"""The errors both HTTP services raise (the OCR service and the search service).
 
-The classes are shorthand for a code's family; a code of the contract answers with the
-contract's status whichever class raised it. (The search service shares these classes for
-its own codes, which are not the OCR contract's.)
+Every error answer has one body: ``{"error": {"code", "message", "request_id", "scope"}}``,
+plus ``field`` where one request field is at fault (``http.install_error_handlers`` writes it).
+A class here names a code's family and its usual status; the status and scope a code is
+answered with are the answering service's own code table: the OCR service's is the refusal
+contract (``contract.REFUSALS``), the search service's ``kb.search.errors.CODES``.
 """
 
 from __future__ import annotations
 
 from ocr_engine.api import errors as engine_errors
-from ocr_engine.api.contract import REFUSALS, refusal
+from ocr_engine.api.contract import refusal
 
 
 class ServiceError(Exception):
     status = 500
     code = "internal_error"
 
-    def __init__(self, message: str, *, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, message: str, *, code: str | None = None, headers: dict[str, str] | None = None,
+                 field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code:
             self.code = code
-        if self.code in REFUSALS:
-            self.status = REFUSALS[self.code].status
         self.headers = headers or {}
+        self.field = field  # the request field at fault, where there is one
 
 
 class Unauthorized(ServiceError):
@@ -50,6 +51,14 @@ class Unprocessable(ServiceError):
 
 class Overloaded(ServiceError):
     status, code = 429, "overloaded"
+
+
+class NotFound(ServiceError):
+    status, code = 404, "not_found"
+
+
+class InvalidRequest(ServiceError):
+    status, code = 422, "invalid_request"
 
 
 class NotReady(ServiceError):

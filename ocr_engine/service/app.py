@@ -1,7 +1,8 @@
 """The OCR service: ``POST /v1/parse``, ``GET /v1/limits``, ``GET /health``, ``GET /ready``,
 ``GET /metrics``.
 
-This module wires the app: one error shape, what runs around every request (``http.py``),
+This module wires the app: the errors in the one shape both services answer with, by the
+refusal contract's table, and what runs around every request (both ``ocr_engine.api.http``),
 and thin routes. What the routes share is ``state.ServiceState`` (its start and stop, and
 the limits it publishes, typed in ``contract.py``); a parse request's flow (admission, an
 engine slot, the engine, the results) is ``parsing.py``.
@@ -15,15 +16,14 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ocr_engine.engine import OcrEngine
 from ocr_engine.api import contract
 from ocr_engine.service import parsing
 from ocr_engine.api import http_errors as E
-from ocr_engine.api.http import BodyTooLarge, answer_refusals_of_the_framework, around_requests
+from ocr_engine.api.http import BodyTooLarge, around_requests, install_error_handlers
 from ocr_engine.service.settings import ServiceSettings
 from ocr_engine.service.state import ServiceState, log_event
 
@@ -46,52 +46,24 @@ def create_app(settings: ServiceSettings | None = None, engine: OcrEngine | None
         state.stop()
 
     app = FastAPI(title="OCR service", lifespan=lifespan)
-    _answer_errors(app)
-    _around_requests(app, state)
+    # a parse body over the cap holds a file over max_bytes: the file's own code
+    respond = install_error_handlers(app, contract.REFUSALS, log=log, body_code=lambda request: "file_too_large"
+                                     if request.url.path == "/v1/parse" else BodyTooLarge.code)
+    _around_requests(app, state, respond)
     _routes(app, state)
     return app
 
 
-def error_response(request: Request, status: int, code: str, message: str, headers=None) -> JSONResponse:
-    """The one shape of every error answer."""
-    rid = getattr(request.state, "request_id", None)
-    scope = contract.refusal(code).scope.value  # a code outside the contract is a bug: tests walk them all
-    return JSONResponse({"error": {"code": code, "message": message, "request_id": rid, "scope": scope}},
-                        status_code=status, headers=headers)
-
-
-def _answer_errors(app: FastAPI) -> None:
-    @app.exception_handler(E.ServiceError)
-    async def _service_error(request: Request, exc: E.ServiceError):
-        return error_response(request, exc.status, exc.code, exc.message, exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError):
-        return error_response(request, 422, "invalid_request", "; ".join(str(e.get("msg")) for e in exc.errors()))
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception):
-        log.exception("unexpected error")
-        return error_response(request, 500, "internal_error", "unexpected error; see the service log")
-
-    # a parse body over the cap holds a file over max_bytes: the file's own code
-    answer_refusals_of_the_framework(app, error_response, lambda request: "file_too_large"
-                                     if request.url.path == "/v1/parse" else BodyTooLarge.code)
-
-
-def _around_requests(app: FastAPI, state: ServiceState) -> None:
+def _around_requests(app: FastAPI, state: ServiceState, respond) -> None:
     """Request id, auth, body cap, logs and metrics."""
     settings, metrics = state.settings, state.metrics
-
-    def unauthorised(request: Request) -> JSONResponse:
-        return error_response(request, 401, "unauthorized", "a valid API key is required", {"WWW-Authenticate": "Bearer"})
 
     def max_body_bytes(scope) -> int:
         # an upload of the largest file the service reads, and its form fields; nothing else has a body
         return settings.max_file_bytes + FORM_OVERHEAD_BYTES if scope["path"] == "/v1/parse" else SMALL_BODY_BYTES
 
     around_requests(app, keys=[k.get_secret_value().encode() for k in settings.api_keys], open_routes=OPEN_ROUTES,
-                    auth_open_routes=settings.auth_health, unauthorised=unauthorised, max_body_bytes=max_body_bytes,
+                    auth_open_routes=settings.auth_health, respond=respond, max_body_bytes=max_body_bytes,
                     requests=metrics.requests, unauthorized=metrics.unauthorized, latency=metrics.latency,
                     log_event=log_event)
 
