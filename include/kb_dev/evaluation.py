@@ -5,14 +5,16 @@ the document's key in the inbox bucket, ``page`` the 1-based page whose text hol
 ``answer_substring`` verbatim. An answer that runs over a page break names both pages,
 ``"pages": [p, p + 1]`` (``page`` is p). A question is found at rank r when the r-th hit
 comes from ``doc`` and covers every one of its pages. Groups: ``cross-page`` (the answer
-runs over a page break: a hit must hold both halves), else ``en`` (English question,
-English document), ``zh`` (Chinese and Chinese), ``cross`` (the question's language differs
-from the document's, which is the language of its answer).
+runs over a page break: a hit must cover both pages and its text hold the whole answer),
+else ``en`` (English question, English document), ``zh`` (Chinese and Chinese), ``cross``
+(the question's language differs from the document's, which is the language of its answer).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -79,10 +81,25 @@ def load_questions(path: Path) -> list[Question]:
     return out
 
 
+def _normalised(text: str) -> str:
+    # as include/eval/verify.py checks answers against the PDF, and hyphens dropped too: the
+    # reader may join a word hyphenated over the page break with or without its hyphen
+    return re.sub(r"[\s\-\u00ad\u2010\u2011]+", "", unicodedata.normalize("NFKC", text))
+
+
+def holds_answer(q: Question, hit: dict[str, Any]) -> bool:
+    """Whether the hit's text holds the whole answer (whitespace, width forms and hyphens aside)."""
+    return _normalised(q.answer_substring) in _normalised(hit.get("text") or "")
+
+
 def rank_of(q: Question, hits: list[dict[str, Any]], folder: str = "") -> int | None:
+    """The rank of the first hit from ``q.doc`` that covers its pages; for an answer over a page
+    break, a hit that also holds the whole answer (a chunk of both pages holding only one half
+    does not count)."""
     for rank, h in enumerate(hits, 1):
         if h["key"] == folder + q.doc and q.wanted_pages <= set(h["pages"]):
-            return rank
+            if q.group != "cross-page" or holds_answer(q, h):
+                return rank
     return None
 
 

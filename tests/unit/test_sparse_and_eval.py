@@ -70,12 +70,20 @@ def test_rank_needs_the_right_document_and_page():
     assert rank_of(q, hits) == 3 and rank_of(q, hits[:2]) is None
 
 
-def test_an_answer_over_a_page_break_needs_a_hit_that_holds_both_pages():
-    q = Question("a.pdf", 3, "q", "x", pages=(3, 4))
+def test_an_answer_over_a_page_break_needs_a_hit_that_holds_both_pages_and_the_whole_answer():
+    answer = "We found that a rotated square pen gives a much more satisfying output"
+    q = Question("a.pdf", 3, "q", answer, pages=(3, 4))
     assert q.group == "cross-page"
-    halves = [{"key": "a.pdf", "pages": [3]}, {"key": "a.pdf", "pages": [4]}, {"key": "b.pdf", "pages": [3, 4]}]
+    whole = "... We found that a rotated squ-\nare pen gives a much  more satisfying output, as shown"
+    halves = [{"key": "a.pdf", "pages": [3], "text": whole}, {"key": "a.pdf", "pages": [4], "text": whole},
+              {"key": "b.pdf", "pages": [3, 4], "text": whole}]
     assert rank_of(q, halves) is None
-    assert rank_of(q, halves + [{"key": "a.pdf", "pages": [2, 3, 4]}]) == 4
+    # both pages, but a figure's caption read between the halves (tb87fahmy p.6-7, as indexed)
+    interrupted = {"key": "a.pdf", "pages": [3, 4],
+                   "text": "We found that a rotated Figure 3: Effect of the pen. square pen gives a much more satisfying output"}
+    assert rank_of(q, halves + [interrupted]) is None
+    # whitespace, a line break and the hyphen of a word cut over the break do not matter
+    assert rank_of(q, halves + [interrupted, {"key": "a.pdf", "pages": [2, 3, 4], "text": whole}]) == 5
 
 
 @pytest.mark.parametrize("line, message", [
