@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import psutil
 import pymupdf
 import pytest
 
@@ -260,3 +265,70 @@ def test_a_documents_chunks_are_read_by_key_holders_and_a_deleted_one_has_none(s
         writer.delete_document(gone)
     deleted = httpx.get(f"{service['base']}/v1/documents/{gone}/chunks", headers={"Authorization": f"Bearer {KEY}"})
     assert deleted.status_code == 404, deleted.text[:300]
+
+
+def test_a_stop_signal_to_the_services_group_stops_it_at_once_without_starting_a_copy_again(kb, tmp_path):
+    """``kb down`` signals a part's whole process group. The store's copies used to be in it:
+    they exited before the service began its shutdown, the service's watcher started one
+    again, and the new copy held the group until the stop's 20 s deadline killed it (a soak
+    stack's teardown took 34 s)."""
+    from kb.store.replicas import RESTART_AFTER_S
+
+    port = free_ports(1)[0]
+    s = kb["settings"]
+    # a copy of the store: the module's service owns the shards of the original
+    state = tmp_path / "state"
+    shutil.copytree(s.state_dir, state)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "OCR_"))}
+    env.update({
+        "KB_STATE_DIR": str(state), "KB_EMBED_CACHE_DIR": str(s.resolved_embed_cache_dir),
+        "KB_INBOX_BUCKET": s.inbox_bucket, "KB_ARTIFACTS_BUCKET": s.artifacts_bucket,
+        "KB_S3_ENDPOINT": kb["s3"]["endpoint"], "KB_SEARCH_S3_ACCESS_KEY": kb["s3"]["access_key"],
+        "KB_SEARCH_S3_SECRET_KEY": kb["s3"]["secret_key"], "KB_SEARCH_API_KEY": KEY,
+        "KB_SEARCH_PORT": str(port), "HF_HUB_OFFLINE": "1",
+    })
+    log_path = tmp_path / "search.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([str(Path(sys.executable).parent / "kb-search"), "serve"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # a group of its own, as kb up starts it
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-2000:]
+            time.sleep(0.3)
+        time.sleep(RESTART_AFTER_S + 0.5)  # past the time a copy that exits is started again
+        group = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == proc.pid]
+        assert len(group) >= 1
+        os.killpg(proc.pid, signal.SIGTERM)
+        stopped = time.monotonic()
+        while time.monotonic() - stopped < 10 and (proc.poll() is None or _group_alive(proc.pid)):
+            time.sleep(0.1)
+        took = time.monotonic() - stopped
+        text = log_path.read_text()
+        assert "starting it again" not in text, text[-2000:]
+        assert took < 10, f"the service's group still ran {took:.0f} s after SIGTERM"
+        assert proc.wait(timeout=5) in (0, -signal.SIGTERM)  # uvicorn ends by the signal it handled
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _group_alive(pgid: int) -> bool:
+    """A process of the group that is not a zombie (a zombie has stopped; its parent reaps it)."""
+    for p in psutil.process_iter(["status"]):
+        if p.info["status"] != psutil.STATUS_ZOMBIE and _pgid(p.pid) == pgid:
+            return True
+    return False

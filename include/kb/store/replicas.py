@@ -111,7 +111,13 @@ class ReplicaSet:
         env = {**os.environ, KEY_ENV: self._key.hex(), "KB_STATE_DIR": str(self.pipeline.state_dir),
                **{f"KB_STORE_{k.upper()}": str(v) for k, v in self.settings.model_dump().items() if v is not None}}
         argv = [sys.executable, "-m", "kb.store.replica", copy.name, copy.address[1:]]
-        copy.process = subprocess.Popen(self._wrap(copy.name, argv), env=env, stdin=subprocess.DEVNULL)
+        # A session of its own: a stop signal to the service's process group (``kb down``) is
+        # the service's to pass on. Signalled with the group, the copies exited before the
+        # service began its shutdown, the watcher started them again, and the new copy kept
+        # the group alive until the stop's 20 s deadline killed it. A copy still dies with
+        # its parent (``kb.store.replica`` asks the kernel for that).
+        copy.process = subprocess.Popen(self._wrap(copy.name, argv), env=env, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
         copy.started = time.monotonic()
         copy.idle = queue.SimpleQueue()  # connections to an earlier process of this copy are dead
 
