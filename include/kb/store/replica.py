@@ -29,6 +29,7 @@ from kb.store.oplog import OpLog
 
 log = logging.getLogger("kb.store.replica")
 KEY_ENV = "KB_STORE_RPC_KEY"  # the authkey of the replicas' sockets, made by the service for its own run
+PARENT_ENV = "KB_STORE_PARENT_PID"  # the service that started this copy
 HEARTBEAT_S = 1.0
 FLUSH_S = 2.0
 OPTIMIZE_CHECK_S = 5.0
@@ -43,7 +44,12 @@ def _die_with_parent() -> None:
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:  # not Linux: the service stops its replicas itself
-        pass
+        return
+    # A service that died before the line above left no one to signal this copy, and a copy
+    # runs in a session of its own (no stop signal of the service's group reaches it): go.
+    parent = os.environ.get(PARENT_ENV)
+    if parent and os.getppid() != int(parent):
+        sys.exit(f"the search service ({parent}) that started this store copy is gone")
 
 
 class ReplicaProcess:

@@ -27,7 +27,7 @@ from kb.settings import PipelineSettings, StoreSettings
 from kb.store.local import replica_names
 from kb.store.migrate import prepare
 from kb.store.oplog import OpLog, ReplicaState
-from kb.store.replica import KEY_ENV
+from kb.store.replica import KEY_ENV, PARENT_ENV
 
 log = logging.getLogger(__name__)
 STATE_POLL_S = 0.1
@@ -108,7 +108,8 @@ class ReplicaSet:
 
     def _spawn(self, copy: _Copy) -> None:
         # the copies read their settings from the environment: these, not the service's own
-        env = {**os.environ, KEY_ENV: self._key.hex(), "KB_STATE_DIR": str(self.pipeline.state_dir),
+        env = {**os.environ, KEY_ENV: self._key.hex(), PARENT_ENV: str(os.getpid()),
+               "KB_STATE_DIR": str(self.pipeline.state_dir),
                **{f"KB_STORE_{k.upper()}": str(v) for k, v in self.settings.model_dump().items() if v is not None}}
         argv = [sys.executable, "-m", "kb.store.replica", copy.name, copy.address[1:]]
         # A session of its own: a stop signal to the service's process group (``kb down``) is
