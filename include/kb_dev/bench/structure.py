@@ -26,6 +26,17 @@ the embedder's tokenizer). Printed:
 - ``cer``: on the image-only copies, PP-OCR's page text (what the engine returned) and
   Tesseract's reading of the same rendered image, against the original's text layer, word
   spaces counted (``ocr_engine.api.text.normalise_spaced``), by language.
+- ``column_order``: on the image-only copies' two-column pages, the share of OCR lines read in
+  the text layer's column order. A page is two-column when its original's text layer, as the
+  engine reads it (``ocr_engine.backends.textlayer``), has three blocks or more wholly in each
+  half of the page, two of them of 40 characters or more on each side (the rule by which that
+  backend reads a page column by column). The engine's blocks for the scanned page are cut
+  into line-sized pieces (whole words, 40 characters or more); each piece is placed in the
+  original's blocks, in the text layer's order, by fuzzy match (``rapidfuzz``'s partial
+  ratio, 85 or more, on text without spaces); pieces under 12 characters, and those that
+  match nowhere, are left out and counted. The share is the longest run of matched pieces
+  whose places go up (a longest non-decreasing subsequence) over the matched pieces, pooled
+  over the pages.
 """
 
 from __future__ import annotations
@@ -351,6 +362,117 @@ def _cer_table(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# --- column order on two-column scans ------------------------------------------------------
+
+PIECE_CHARS = 40  # about a line of a two-column paper's column (45-60 characters)
+MIN_PIECE_CHARS = 12
+MATCH_SCORE = 85.0
+
+
+def in_order(places: list) -> int:
+    """The length of the longest non-decreasing subsequence of ``places``: how many of them
+    are read in order, the others being read out of place."""
+    import bisect
+
+    tails: list = []
+    for place in places:
+        i = bisect.bisect_right(tails, place)
+        if i == len(tails):
+            tails.append(place)
+        else:
+            tails[i] = place
+    return len(tails)
+
+
+def two_column(blocks: list[tuple[tuple[float, float, float, float], str]], width: float) -> bool:
+    """Whether a text-layer page is set in two columns: three blocks or more wholly in each
+    half, two of them of 40 characters or more on each side (``textlayer``'s rule)."""
+    middle, slack = width / 2, 0.04 * width
+    left = [t for b, t in blocks if b[2] <= middle + slack]
+    right = [t for b, t in blocks if b[0] >= middle - slack and b[2] > middle + slack]
+    return min(len(left), len(right)) >= 3 and min(sum(len(t) >= 40 for t in side) for side in (left, right)) >= 2
+
+
+def two_column_pages(original: Path) -> dict[int, list[str]]:
+    """The two-column pages of a born-digital PDF: page -> its blocks' text in the text layer's
+    reading order."""
+    import pymupdf
+
+    from ocr_engine.backends.textlayer import extract_page
+
+    out = {}
+    with pymupdf.open(original) as doc:
+        for page in doc:
+            result = extract_page(page)
+            blocks = [(b.bbox, b.text) for b in result.blocks]
+            if two_column(blocks, page.rect.width):
+                out[result.page] = [t for _, t in blocks]
+    return out
+
+
+def pieces(texts: list[str], size: int = PIECE_CHARS) -> list[str]:
+    """OCR text cut into line-sized pieces: whole words, in order, ``size`` characters or more
+    (a block's last piece may be shorter; CJK text, which has no spaces, is cut every ``size``)."""
+    out = []
+    for text in texts:
+        current = ""
+        for word in text.split():
+            while len(word) > 2 * size:  # a run without spaces
+                if current:
+                    out.append(current)
+                    current = ""
+                out.append(word[:size])
+                word = word[size:]
+            current = f"{current} {word}" if current else word
+            if len(normalise(current)) >= size:
+                out.append(current)
+                current = ""
+        if current:
+            out.append(current)
+    return out
+
+
+def column_order(ocr: list[str], reference: list[str]) -> dict[str, int]:
+    """How many of the OCR pieces ``ocr`` (in the order read) are read in ``reference``'s order
+    (the original's blocks, in the text layer's reading order): ``pieces``, ``matched`` (12
+    characters or more, found in a block), ``in_order`` (the longest run whose places go up)."""
+    from rapidfuzz import fuzz
+
+    blocks = [normalise(t) for t in reference]
+    places = []
+    for piece in ocr:
+        needle = normalise(piece)
+        if len(needle) < MIN_PIECE_CHARS:
+            continue
+        best = None
+        for i, block in enumerate(blocks):
+            if not block:
+                continue
+            if len(block) >= len(needle):
+                found = fuzz.partial_ratio_alignment(needle, block, score_cutoff=MATCH_SCORE)
+                score, start = (found.score, found.dest_start) if found is not None else (0.0, 0)
+            else:  # a short block (a heading) is matched whole, not found inside a longer piece
+                score, start = fuzz.ratio(needle, block), 0
+            if score >= MATCH_SCORE and (best is None or score > best[0]):
+                best = (score, (i, start))
+        if best is not None:
+            places.append(best[1])
+    return {"pieces": len(ocr), "matched": len(places), "in_order": in_order(places)}
+
+
+def scan_column_order(original: Path, results: list[dict[str, Any]]) -> dict[str, int]:
+    """``column_order`` over the two-column pages of a scanned copy, pooled: the engine's
+    ``results`` against ``original``'s text layer."""
+    reference = two_column_pages(original)
+    out = Counter()
+    for result in results:
+        if result["page"] in reference:
+            read = [b.get("text", "") for b in result.get("blocks") or []]
+            out.update(column_order(pieces(read), reference[result["page"]]))
+            out["pages"] += 1
+    return dict(out)
+
+
 # --- the run ---------------------------------------------------------------------------------
 
 def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr)
@@ -370,7 +492,7 @@ def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print
     from kb_dev.samples import SAMPLES as BORN_DIGITAL
     from kb_dev.samples import SCANNED_SAMPLES
 
-    documents, cer_parts = [], []
+    documents, cer_parts, order_parts = [], [], []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         jobs = [(f.path, f.document.language, f.scanned, dest / "born-digital" / f.document.file) for f in files]
@@ -389,14 +511,28 @@ def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print
                     doc.tables = ruled_table_rows(original)
             documents.append(doc)
             if scanned and original is not None:
+                order = scan_column_order(original, results)
+                if order.get("pages"):
+                    order_parts.append({"document": path.name, **order})
                 cer_parts.append({"language": language,
                                   **ocr_against_tesseract(path, original, results, language, engine.settings, Path(tmp))})
             echo(f"{path.name}: {len(results)} pages, {len(chunks)} chunks ({time.perf_counter() - t0:.1f} s)")
     report = measure(documents)
     report["cer"] = _cer_table(cer_parts)
+    report["column_order"] = column_order_table(order_parts)
     report["seconds"] = round(time.perf_counter() - started, 1)
     report["table"] = format_table(report)
     return report
+
+
+def column_order_table(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """``column_order`` pooled over the scanned copies' two-column pages, and by document."""
+    share = lambda c: round(c["in_order"] / c["matched"], 4) if c.get("matched") else None  # noqa: E731
+    total = Counter()
+    for part in parts:
+        total.update({k: v for k, v in part.items() if isinstance(v, int)})
+    return {**{k: total[k] for k in ("pages", "pieces", "matched", "in_order")}, "share": share(total),
+            "documents": [{**part, "share": share(part)} for part in parts]}
 
 
 def format_table(report: dict[str, Any]) -> str:
@@ -416,4 +552,8 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(f"CER with spaces, {language} scans ({c['pages']} pages): PP-OCR {c['ppocr_cer']:.4f} "
                      f"({c['ppocr_pages_per_s']} pages/s), Tesseract {c['tesseract_cer']:.4f} "
                      f"({c['tesseract_pages_per_s']} pages/s)")
+    order = report.get("column_order")
+    if order and order["matched"]:
+        lines.append(f"column_order, two-column scans ({order['pages']} pages): {order['share']:.4f} of "
+                     f"{order['matched']} matched OCR lines in the text layer's order ({order['pieces']} read)")
     return "\n".join(lines)
