@@ -118,14 +118,16 @@ def kb_env(s3_server, embed_cache, tmp_path, monkeypatch):
 
 
 @contextmanager
-def serve(command: str, env: dict[str, str], log_path: Path, port: int, timeout_s: float = 120):
+def serve(command: str, env: dict[str, str], log_path: Path, port: int, timeout_s: float = 120,
+          own_group: bool = False):
     """One of the project's HTTP services (``ocr-engine serve``, ``kb-search serve``) on
-    ``port`` until the block ends, once its ``/ready`` answers 200; yields base URL, log and process."""
+    ``port`` until the block ends, once its ``/ready`` answers 200; yields base URL, log and process.
+    ``own_group``: in a process group (a session) of its own, as ``kb up`` starts it."""
     import httpx
 
     log = open(log_path, "w+")
     proc = subprocess.Popen([str(Path(sys.executable).parent / command), "serve"], env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, start_new_session=own_group)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s

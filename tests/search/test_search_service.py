@@ -7,8 +7,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -66,18 +64,23 @@ def kb(s3_server, embed_cache, tmp_path_factory):
     return {"ctx": ctx, "settings": settings, "store": store, "docs": docs, "s3": s3_server}
 
 
-@pytest.fixture(scope="module")
-def service(kb, tmp_path_factory):
-    port = free_ports(1)[0]
+def _service_env(kb, state: Path, port: int, keys: str) -> dict[str, str]:
     s = kb["settings"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "OCR_"))}
     env.update({
-        "KB_STATE_DIR": str(s.state_dir), "KB_EMBED_CACHE_DIR": str(s.resolved_embed_cache_dir),
+        "KB_STATE_DIR": str(state), "KB_EMBED_CACHE_DIR": str(s.resolved_embed_cache_dir),
         "KB_INBOX_BUCKET": s.inbox_bucket, "KB_ARTIFACTS_BUCKET": s.artifacts_bucket,
         "KB_S3_ENDPOINT": kb["s3"]["endpoint"], "KB_SEARCH_S3_ACCESS_KEY": kb["s3"]["access_key"],
-        "KB_SEARCH_S3_SECRET_KEY": kb["s3"]["secret_key"], "KB_SEARCH_API_KEY": f"{KEY},rotated-key",
+        "KB_SEARCH_S3_SECRET_KEY": kb["s3"]["secret_key"], "KB_SEARCH_API_KEY": keys,
         "KB_SEARCH_PORT": str(port), "HF_HUB_OFFLINE": "1",
     })
+    return env
+
+
+@pytest.fixture(scope="module")
+def service(kb, tmp_path_factory):
+    port = free_ports(1)[0]
+    env = _service_env(kb, kb["settings"].state_dir, port, f"{KEY},rotated-key")
     with serve("kb-search", env, tmp_path_factory.mktemp("search-log") / "search.log", port) as svc:
         yield svc
 
@@ -275,48 +278,23 @@ def test_a_stop_signal_to_the_services_group_stops_it_at_once_without_starting_a
     from kb.store.replicas import RESTART_AFTER_S
 
     port = free_ports(1)[0]
-    s = kb["settings"]
     # a copy of the store: the module's service owns the shards of the original
     state = tmp_path / "state"
-    shutil.copytree(s.state_dir, state)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "OCR_"))}
-    env.update({
-        "KB_STATE_DIR": str(state), "KB_EMBED_CACHE_DIR": str(s.resolved_embed_cache_dir),
-        "KB_INBOX_BUCKET": s.inbox_bucket, "KB_ARTIFACTS_BUCKET": s.artifacts_bucket,
-        "KB_S3_ENDPOINT": kb["s3"]["endpoint"], "KB_SEARCH_S3_ACCESS_KEY": kb["s3"]["access_key"],
-        "KB_SEARCH_S3_SECRET_KEY": kb["s3"]["secret_key"], "KB_SEARCH_API_KEY": KEY,
-        "KB_SEARCH_PORT": str(port), "HF_HUB_OFFLINE": "1",
-    })
-    log_path = tmp_path / "search.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / "kb-search"), "serve"], env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # a group of its own, as kb up starts it
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-2000:]
-            time.sleep(0.3)
+    shutil.copytree(kb["settings"].state_dir, state)
+    with serve("kb-search", _service_env(kb, state, port, KEY), tmp_path / "search.log", port,
+               own_group=True) as svc:
+        proc = svc["proc"]
         time.sleep(RESTART_AFTER_S + 0.5)  # past the time a copy that exits is started again
-        group = [p for p in psutil.process_iter(["pid"]) if _pgid(p.pid) == proc.pid]
-        assert len(group) >= 1
         os.killpg(proc.pid, signal.SIGTERM)
         stopped = time.monotonic()
         while time.monotonic() - stopped < 10 and (proc.poll() is None or _group_alive(proc.pid)):
             time.sleep(0.1)
         took = time.monotonic() - stopped
-        text = log_path.read_text()
+        svc["log"].seek(0)
+        text = svc["log"].read()
         assert "starting it again" not in text, text[-2000:]
         assert took < 10, f"the service's group still ran {took:.0f} s after SIGTERM"
         assert proc.wait(timeout=5) in (0, -signal.SIGTERM)  # uvicorn ends by the signal it handled
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def _pgid(pid: int) -> int | None:
