@@ -80,6 +80,27 @@ def test_a_running_header_over_the_right_column_is_read_before_the_left_column()
     assert order == ["RUNNING HEAD"] + [f"L{i}" for i in range(6)] + [f"R{i}" for i in range(6)]
 
 
+def test_a_right_column_beside_a_figure_heading_the_left_one_is_read_after_the_left_column():
+    # The figure has no text: the left column's lines start below it, under its caption. The
+    # right column's first lines stand above them, but run on at the line pitch: not a header.
+    caption = [line(50, 200, 290, "Figure 3: a caption")]
+    left = [line(50, 220 + 14 * i, 290, f"L{i}") for i in range(10)]
+    right = [line(310, 80 + 14 * i, 550, f"R{i}") for i in range(20)]
+    order = [ln.text for run in reading_order(right + caption + left, W) for ln in run]
+    assert order == ["Figure 3: a caption"] + [f"L{i}" for i in range(10)] + [f"R{i}" for i in range(20)]
+
+
+def test_aligned_fields_inside_a_column_are_not_cut_as_columns():
+    # R output in the left column: two fields per row, a wide gap between them.
+    left = [line(50, 80 + 14 * i, 290, f"L{i}") for i in range(4)]
+    left += [ln for i in range(4, 10)
+             for ln in (line(50, 80 + 14 * i, 120, f"a{i}"), line(200, 80 + 14 * i, 290, f"b{i}"))]
+    right = [line(310, 80 + 14 * i, 550, f"R{i}") for i in range(10)]
+    order = [ln.text for run in reading_order(right + left, W) for ln in run]
+    assert order == ([f"L{i}" for i in range(4)] + [t for i in range(4, 10) for t in (f"a{i}", f"b{i}")]
+                     + [f"R{i}" for i in range(10)])
+
+
 def test_a_table_on_a_one_column_page_is_read_row_by_row_though_a_line_crosses_its_gap():
     text = [line(50, 100 + 14 * i, 550, f"para {i}") for i in range(3)] + [line(50, 142, 330, "para end:")]
     table = []
