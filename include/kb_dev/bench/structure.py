@@ -535,6 +535,33 @@ def column_order_table(parts: list[dict[str, Any]]) -> dict[str, Any]:
             "documents": [{**part, "share": share(part)} for part in parts]}
 
 
+def bench_column_order(dest: Path, echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr)
+                       ) -> dict[str, Any]:
+    """``column_order`` alone, as ``bench_structure`` measures it, reading only the scanned
+    copies' two-column pages (about a minute, where the whole bench takes many): for trying
+    a change to the reading order."""
+    from kb_dev.corpus import fetch
+    from ocr_engine.engine import OcrEngine
+
+    engine = OcrEngine()
+    parts = []
+    for f in fetch(dest, echo=echo):
+        if not f.scanned:
+            continue
+        original = dest / "born-digital" / f.document.file
+        reference = two_column_pages(original)
+        out = Counter()
+        for n in sorted(reference):
+            result = engine.parse_pdf(f.path, n, n)[0].as_dict()
+            read = [b.get("text", "") for b in result.get("blocks") or []]
+            out.update(column_order(pieces(read), reference[n]))
+            out["pages"] += 1
+        if out["pages"]:
+            parts.append({"document": f.path.name, **out})
+            echo(f"{f.path.name}: {out['pages']} two-column pages, {out['in_order']} of {out['matched']} in order")
+    return column_order_table(parts)
+
+
 def format_table(report: dict[str, Any]) -> str:
     t = report["totals"]
     lines = [
