@@ -549,14 +549,9 @@ def bench_column_order(dest: Path, echo: Callable[[str], None] = lambda line: pr
         if not f.scanned:
             continue
         original = dest / "born-digital" / f.document.file
-        reference = two_column_pages(original)
-        out = Counter()
-        for n in sorted(reference):
-            result = engine.parse_pdf(f.path, n, n)[0].as_dict()
-            read = [b.get("text", "") for b in result.get("blocks") or []]
-            out.update(column_order(pieces(read), reference[n]))
-            out["pages"] += 1
-        if out["pages"]:
+        results = [engine.parse_pdf(f.path, n, n)[0].as_dict() for n in sorted(two_column_pages(original))]
+        out = scan_column_order(original, results)
+        if out.get("pages"):
             parts.append({"document": f.path.name, **out})
             echo(f"{f.path.name}: {out['pages']} two-column pages, {out['in_order']} of {out['matched']} in order")
     return column_order_table(parts)
