@@ -62,18 +62,28 @@ def _merge_paragraph_lines(raw, body: float):
     return merged
 
 
-def _columns_first(raw, width: float):
-    """Blocks of a two-column page in reading order: between blocks that span the page, the
-    left column top to bottom, then the right one. MuPDF's sorted order goes by height across
-    both columns, so a paragraph's end in one column would be read after the next column's
-    start (the TUGboat and R News papers of the corpus). A page counts as two columns when
-    each half holds three blocks or more, two of them real paragraphs (40 characters), so
-    short lines beside each other (a key and its description, code) keep their order."""
+def column_halves(raw, width: float):
+    """The blocks ((bbox, text, ...) each) wholly in the left and in the right half of a page
+    set in two columns, or None for any other page. A page counts as two columns when each
+    half holds three blocks or more, two of them real paragraphs (40 characters), so short
+    lines beside each other (a key and its description, code) keep their order."""
     middle, slack = width / 2, 0.04 * width
     left = [r for r in raw if r[0][2] <= middle + slack]
     right = [r for r in raw if r[0][0] >= middle - slack and r[0][2] > middle + slack]
     if min(len(left), len(right)) < 3 or min(sum(len(r[1]) >= 40 for r in side) for side in (left, right)) < 2:
+        return None
+    return left, right
+
+
+def _columns_first(raw, width: float):
+    """Blocks of a two-column page (``column_halves``) in reading order: between blocks that
+    span the page, the left column top to bottom, then the right one. MuPDF's sorted order goes
+    by height across both columns, so a paragraph's end in one column would be read after the
+    next column's start (the TUGboat and R News papers of the corpus)."""
+    halves = column_halves(raw, width)
+    if halves is None:
         return raw
+    left, right = halves
     ordered, band = [], []
     for r in sorted(raw, key=lambda r: r[0][1]):
         if r in left or r in right:

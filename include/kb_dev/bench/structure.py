@@ -385,12 +385,11 @@ def in_order(places: list) -> int:
 
 
 def two_column(blocks: list[tuple[tuple[float, float, float, float], str]], width: float) -> bool:
-    """Whether a text-layer page is set in two columns: three blocks or more wholly in each
-    half, two of them of 40 characters or more on each side (``textlayer``'s rule)."""
-    middle, slack = width / 2, 0.04 * width
-    left = [t for b, t in blocks if b[2] <= middle + slack]
-    right = [t for b, t in blocks if b[0] >= middle - slack and b[2] > middle + slack]
-    return min(len(left), len(right)) >= 3 and min(sum(len(t) >= 40 for t in side) for side in (left, right)) >= 2
+    """Whether a text-layer page is set in two columns, by the rule the text-layer backend
+    reads it column by column with (``textlayer.column_halves``)."""
+    from ocr_engine.backends.textlayer import column_halves
+
+    return column_halves(blocks, width) is not None
 
 
 def two_column_pages(original: Path) -> dict[int, list[str]]:
