@@ -1,6 +1,6 @@
 """Real documents at real sizes through the whole stack, with small OCR service limits.
 
-A subset of the real corpus (include/corpus: 133 pages, English and Chinese, two-column
+A subset of the real corpus (include/corpus: 111 pages, English and Chinese, two-column
 papers, image-only copies that are skewed and speckled) goes through the session's live
 stack, its OCR service restarted for the module with 10 pages per request and a request
 timeout of a few scanned pages' time. The service starts with an optimistic idea of a scanned
@@ -37,8 +37,8 @@ MAX_PAGES = 10  # per request
 TIMEOUT_PAGES = 4  # the request timeout, in scanned pages of this corpus as timed here
 # The prior a fresh service plans scanned pages with, as a share of their real time: the
 # planner fills half the timeout, 4 pages' time / 2 / (1/5 of a page) = 10 pages (the request
-# limit), so the 22-page scan is cut into 8, 8 and 6 pages, up to twice the timeout (a margin
-# for a page timed slow). Whichever request first has pages timed (a scanned range that times
+# limit), so the 5- and 8-page scans are each sent whole, over the timeout: the service cuts
+# them off and the client splits them. Whichever request first has pages timed (a scanned range that times
 # out, or a page without a text layer in a born-digital document), the client cuts every
 # range after it to the pace the service publishes then.
 PRIOR_SHARE = 1 / 5
