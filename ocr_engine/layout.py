@@ -14,10 +14,12 @@ page's median is a heading.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 
 from ocr_engine.api.pages import Block
+from ocr_engine.api.tables import table_block
 from ocr_engine.api.text import is_cjk
 
 Box = tuple[float, float, float, float]
@@ -162,9 +164,11 @@ def _gutter(lines: list[_Placed], width: float) -> float | None:
     right = [ln for ln, side in zip(lines, sides) if side > 0]
     if len(left) < 2 or len(right) < 2 or len(left) + len(right) < len(lines):
         return None
-    # Rows of cells on both sides are a table, read by rows: zh p. 211 of the Debian
-    # Reference went from CER 0.07 to 0.73 read by columns.
-    if _cells(left) and _cells(right):
+    # Rows of cells on either side are a table, read by rows: zh p. 211 of the Debian
+    # Reference went from CER 0.07 to 0.73 read by columns. One side is enough: a table of
+    # three columns whose last stands apart has cells on the left only, and two columns of
+    # running text have one line per row on both sides.
+    if _cells(left) or _cells(right):
         return None
     return gutter
 
@@ -347,9 +351,111 @@ def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
     return [[p.line for p in run] for run in _order(_upright(lines), page_width)]
 
 
+MIN_TABLE_ROWS = 3  # a header and two rows: fewer side-by-side lines are a label and its value
+
+
+@dataclass
+class _Table:
+    """Lines of a run that stand in rows of aligned cells: one table block."""
+
+    rows: list[list[_Placed]]  # each row's cells, left to right
+    spans: list[tuple[float, float]]  # each column's x extent, in the upright frame
+
+    def cells(self) -> list[list[str]]:
+        """The cells by row and column; a row with nothing in the first column continues the
+        row above it (a cell wrapped onto a second line)."""
+        out: list[list[str]] = []
+        for row in self.rows:
+            cells = [""] * len(self.spans)
+            for ln in row:
+                col = self._column(ln)
+                cells[col] = _join(cells[col], ln.line.text)
+            if out and not cells[0]:
+                out[-1] = [_join(a, b) if b else a for a, b in zip(out[-1], cells)]
+            else:
+                out.append(cells)
+        return out
+
+    def _column(self, ln: _Placed) -> int:
+        overlap = [min(ln.bbox[2], b) - max(ln.bbox[0], a) for a, b in self.spans]
+        return max(range(len(overlap)), key=overlap.__getitem__)
+
+    def block(self) -> Block:
+        lines = [ln.line for row in self.rows for ln in row]
+        rows = self.cells()
+        bbox = (min(ln.bbox[0] for ln in lines), min(ln.bbox[1] for ln in lines),
+                max(ln.bbox[2] for ln in lines), max(ln.bbox[3] for ln in lines))
+        col_x = [bbox[0]] + [(a[1] + b[0]) / 2 for a, b in zip(self.spans, self.spans[1:])] + [bbox[2]]
+        # row boundaries from the rows kept (a continuation line belongs to the row above it)
+        tops = [min(ln.line.bbox[1] for ln in row) for row in self.rows
+                if any(self._column(ln) == 0 for ln in row)][: len(rows)]
+        row_y = [bbox[1]] + [(tops[i] + tops[i + 1]) / 2 for i in range(len(tops) - 1)] + [bbox[3]]
+        confidence = round(sum(ln.confidence for ln in lines) / len(lines), 4)
+        return table_block(rows, bbox, col_x, row_y if len(row_y) == len(rows) + 1 else None, confidence)
+
+
+def _column_spans(rows: list[list[_Placed]]) -> list[tuple[float, float]]:
+    """The x extents of the columns that the cells of ``rows`` stand in: their boxes merged
+    where they overlap across rows."""
+    spans: list[list[float]] = []
+    for x0, x1 in sorted((ln.bbox[0], ln.bbox[2]) for row in rows for ln in row):
+        if spans and x0 <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], x1)
+        else:
+            spans.append([x0, x1])
+    return [(a, b) for a, b in spans]
+
+
+_MARKER = re.compile(r"^(\(?[0-9A-Za-z]{1,3}[.)\]]|\[\d{1,3}\]|[•·∙▪◦*–+>-])$")
+
+
+def _list_markers(rows: list[list[_Placed]]) -> bool:
+    """Whether the first cells of these rows are list markers ("1.", "(a)", "[3]", "•") or a
+    console's prompts (">", "+"): a list whose numbers the detector boxed apart from their
+    text, or code, not a table."""
+    firsts = [row[0].line.text.strip() for row in rows if len(row) >= 2]
+    return sum(1 for t in firsts if _MARKER.match(t)) * 2 > len(firsts)
+
+
+def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
+    """The longest stretch of ``rows`` (first, end) that is a table: rows of two cells or more
+    whose cells line up in two columns or more, with the one-cell rows inside it that continue
+    a cell of the row above (wrapped cell text, right of the first column)."""
+    best: tuple[int, int, _Table] | None = None
+    i = 0
+    while i < len(rows):
+        if len(rows[i]) < 2:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(rows) and len(rows[end]) >= 2:
+            end += 1
+        spans = _column_spans(rows[i:end])
+        while end < len(rows) and len(rows[end]) == 1 and rows[end][0].bbox[0] > spans[0][1]:
+            end += 1  # wrapped text of a cell right of the first column
+        table = _Table(rows[i:end], _column_spans(rows[i:end]))
+        if (end - i >= MIN_TABLE_ROWS and len(spans) >= 2 and not _list_markers(rows[i:end])
+                and len(table.cells()) >= MIN_TABLE_ROWS and (best is None or end - i > best[1] - best[0])):
+            best = (i, end, table)
+        i = end
+    return best
+
+
+def _items(run: list[_Placed]) -> list[_Placed | _Table]:
+    """A run's lines in order, with the stretch of them that is a table (if any) as one item."""
+    rows = _row_groups(run)
+    found = _table_in(rows)
+    if found is None:
+        return list(run)
+    first, end, table = found
+    return ([ln for row in rows[:first] for ln in row] + [table] + [ln for row in rows[end:] for ln in row])
+
+
 def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
     """Blocks in reading order, and the page as Markdown. Block boxes are the union of their
-    lines' boxes, on the page as it is (not in the upright frame)."""
+    lines' boxes, on the page as it is (not in the upright frame). Lines that stand in rows of
+    aligned cells (``_table_in``) are a table block: its first row the header, its cells by row
+    and column, as the text layer's ruled tables are."""
     if not lines:
         return [], ""
     placed = _upright(lines)
@@ -358,7 +464,12 @@ def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
     confidences: list[list[float]] = []
     prev: _Placed | None = None
     for column in _order(placed, page_width):
-        for p in column:
+        for p in _items(column):
+            if isinstance(p, _Table):
+                blocks.append(p.block())
+                confidences.append([blocks[-1].confidence or 0.0])
+                prev = None
+                continue
             ln = p.line
             heading = p.height >= 1.3 * median_h and len(ln.text) <= 120
             # The gap's lower bound keeps the top of a new column from joining the

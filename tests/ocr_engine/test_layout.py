@@ -138,3 +138,36 @@ def test_a_band_that_many_lines_cross_in_the_middle_is_read_row_by_row():
 def test_the_skew_is_the_slope_of_the_long_lines():
     lines = skewed([(72, 120 + 12 * i, 528, "x") for i in range(5)], 1.2) + [line(72, 300, 100, "short")]
     assert math.degrees(page_skew(lines)) == pytest.approx(1.2)
+
+
+def test_rows_of_aligned_cells_are_one_table_block_with_its_header_and_columns():
+    text = [line(50, 60, 550, "The pumps of the 2024 series, by model, are listed below in full."),
+            line(50, 74, 300, "See the table.")]
+    table = [line(60, 100, 130, "Model"), line(200, 100, 280, "Flow"), line(380, 100, 470, "Pressure")]
+    for i in range(4):
+        y = 116 + 16 * i
+        table += [line(60, y, 120, f"P-{i}"), line(200, y, 250, f"{i}0 l/s"), line(380, y, 430, f"{i} bar")]
+    table.append(line(200, 116 + 16 * 4, 260, "(peak)"))  # P-3's flow, wrapped onto a second line
+    after = [line(50, 220, 550, "Every model is tested at the factory before it leaves.")]
+    blocks, md = to_blocks(text + table + after, W)
+    assert [b.type for b in blocks] == ["text", "table", "text"]
+    t = blocks[1]
+    assert t.rows == [["Model", "Flow", "Pressure"], ["P-0", "00 l/s", "0 bar"], ["P-1", "10 l/s", "1 bar"],
+                      ["P-2", "20 l/s", "2 bar"], ["P-3", "30 l/s (peak)", "3 bar"]]
+    assert len(t.col_x) == 4 and t.col_x[0] == 60 and t.col_x[-1] == 470 and 130 < t.col_x[1] < 200
+    assert len(t.row_y) == len(t.rows) + 1 and t.row_y[0] == 100 and t.row_y[-1] == 192
+    assert "| Model | Flow | Pressure |" in md and "| P-3 | 30 l/s (peak) | 3 bar |" in md
+
+
+def test_a_list_whose_numbers_were_boxed_apart_is_not_a_table():
+    rows = []
+    for i in range(5):
+        rows += [line(60, 100 + 16 * i, 75, f"{i + 1}."), line(90, 100 + 16 * i, 400, f"step {i} of the procedure")]
+    blocks, _ = to_blocks(rows, W)
+    assert "table" not in {b.type for b in blocks}
+
+
+def test_two_lines_side_by_side_are_a_label_and_its_value_not_a_table():
+    blocks, _ = to_blocks([line(60, 100, 150, "Author:"), line(200, 100, 400, "J. Smith"),
+                           line(60, 116, 150, "Date:"), line(200, 116, 400, "2024")], W)
+    assert "table" not in {b.type for b in blocks}
