@@ -5,7 +5,8 @@ A table block carries its cells (``Block.rows``, the first row its header) and i
 document reader can tell that a table on the next page continues this one (same columns)
 and locate each row on its page.
 
-Text-layer tables are found from the page's ruled lines, not by PyMuPDF's
+Text-layer tables are found from the page's ruled lines (a grid, or booktabs' horizontal
+rules with the columns found from the words' alignment: ``rule_tables``), not by PyMuPDF's
 ``find_tables``: measured on the corpus and the Debian Reference (1,758 pages), its
 ``lines_strict`` strategy took 0.3-0.7 s on each page with rules (145 s for the 261 pages
 of the Debian Reference, where reading the text takes 4 ms a page), and its default
@@ -123,10 +124,17 @@ def _grids(page: pymupdf.Page) -> list[tuple[list[float], list[float]]]:
     return out
 
 
-def ruled_tables(page: pymupdf.Page) -> list[Block]:
+def page_tables(page: pymupdf.Page) -> list[Block]:
+    """Every table of the page, top to bottom: ruled grids, then those set between
+    horizontal rules only (booktabs), in page coordinates as MuPDF reads them (unrotated)."""
+    grids = _grids(page)
+    return sorted(ruled_tables(page, grids) + rule_tables(page, grids), key=lambda t: (t.bbox[1], t.bbox[0]))
+
+
+def ruled_tables(page: pymupdf.Page, grids: list[tuple[list[float], list[float]]] | None = None) -> list[Block]:
     """Tables drawn with rules, in page coordinates as MuPDF reads them (unrotated); a grid
     counts as a table when its words fill at least two columns and two rows."""
-    grids = _grids(page)
+    grids = _grids(page) if grids is None else grids
     words = page.get_text("words") if grids else []
     bottom = page.mediabox.y1  # some documents draw a long table on past the page's end
     tables = []
@@ -144,6 +152,165 @@ def ruled_tables(page: pymupdf.Page) -> list[Block]:
         bounds = [row_y[r] for r in used] + [min(row_y[used[-1] + 1], bottom)]
         tables.append(table_block(rows, (col_x[0], bounds[0], col_x[-1], bounds[-1]), col_x, bounds))
     return tables
+
+
+# --- tables drawn with horizontal rules only (LaTeX's booktabs, many word processors' styles) --
+
+_CELL_GAP = 0.8  # words further apart than this many text heights are in different cells
+
+
+def _segments(words: list) -> list[tuple[float, float, float, float, str]]:
+    """The words of one visual line as cells: runs of words closer than ``_CELL_GAP`` heights."""
+    words = sorted(words, key=lambda w: w[0])
+    out: list[list] = []
+    for w in words:
+        height = w[3] - w[1]
+        if out and w[0] - out[-1][2] <= _CELL_GAP * height:
+            out[-1][2], out[-1][3] = max(out[-1][2], w[2]), max(out[-1][3], w[3])
+            out[-1][4] += " " + w[4]
+        else:
+            out.append([w[0], w[1], w[2], w[3], w[4]])
+    return [tuple(o) for o in out]  # type: ignore[misc]
+
+
+def _visual_lines(words: list) -> list[list]:
+    """Words grouped into lines by their vertical centres (a table's cells are often separate
+    lines, even separate blocks, in MuPDF's structure), top to bottom."""
+    lines: list[list] = []
+    for w in sorted(words, key=lambda w: (w[1] + w[3]) / 2):
+        cy, h = (w[1] + w[3]) / 2, w[3] - w[1]
+        if lines and abs(cy - lines[-1][0]) <= 0.4 * h:
+            lines[-1][1].append(w)
+        else:
+            lines.append([cy, [w]])
+    return [ws for _, ws in lines]
+
+
+def _spans(rows: list[list[tuple]]) -> list[tuple[float, float]]:
+    spans: list[list[float]] = []
+    for x0, x1 in sorted((c[0], c[2]) for row in rows for c in row):
+        if spans and x0 <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], x1)
+        else:
+            spans.append([x0, x1])
+    return [(a, b) for a, b in spans]
+
+
+def _assign(row: list[tuple], spans: list[tuple[float, float]]) -> list[str]:
+    cells = [""] * len(spans)
+    for c in row:
+        col = max(range(len(spans)), key=lambda i: min(c[2], spans[i][1]) - max(c[0], spans[i][0]))
+        cells[col] = f"{cells[col]} {c[4]}".strip()
+    return cells
+
+
+def _rule_stacks(page: pymupdf.Page, grids: list[tuple[list[float], list[float]]]) -> list[tuple[float, float, list[float]]]:
+    """(x0, x1, the rules' ys) of horizontal rules of one width, outside every ruled grid."""
+    horizontal, _ = _rules(page)
+    stacks: list[tuple[float, float, list[float]]] = []
+    for y, x0, x1 in sorted(horizontal):
+        if any(cx[0] - 2 <= x0 and x1 <= cx[-1] + 2 and ry[0] - 2 <= y <= ry[-1] + 2 for cx, ry in grids):
+            continue
+        for sx0, sx1, ys in stacks:
+            if abs(sx0 - x0) <= 2 and abs(sx1 - x1) <= 2:
+                if y - ys[-1] > _MERGE:
+                    ys.append(y)
+                break
+        else:
+            stacks.append((x0, x1, [y]))
+    return [s for s in stacks if len(s[2]) >= 2]
+
+
+def rule_tables(page: pymupdf.Page, grids: list[tuple[list[float], list[float]]] | None = None) -> list[Block]:
+    """Tables set between horizontal rules of one width and no vertical ones (booktabs'
+    top, middle and bottom rules). The words between two rules are a table's band when
+    they stand in two columns or more: their cells (runs of words closer than a text
+    height or so) line up in columns with empty strips between, in at least half of the
+    band's lines. Consecutive such bands are one table; the first band's lines are its
+    header (merged into one row when a middle rule closes them). Prose and code between
+    rules (a page's header and footer rules, a framed listing) fill one column and are not
+    tables."""
+    stacks = _rule_stacks(page, _grids(page) if grids is None else grids)
+    if not stacks:
+        return []
+    words = page.get_text("words")
+    mono: list | None = None  # read only for a band that looks like a table (most pages have none)
+    tables = []
+    for x0, x1, ys in stacks:
+        bands = []  # (top, bottom, rows of cells) of each band between consecutive rules
+        for top, bottom in zip(ys, ys[1:]):
+            inside = [w for w in words if x0 - 2 <= (w[0] + w[2]) / 2 <= x1 + 2 and top < (w[1] + w[3]) / 2 < bottom]
+            bands.append((top, bottom, [] if _leaders(inside) else [_segments(ws) for ws in _visual_lines(inside)]))
+        run: list = []
+        for band in bands + [None]:
+            if band is not None and band[2] and _tabular(band[2]):
+                mono = _monospaced(page) if mono is None else mono
+                if not _mostly_in(mono, (x0, band[0], x1, band[1])):  # not a listing framed by rules
+                    run.append(band)
+                    continue
+            if run:
+                table = _band_table(run, x0, x1)
+                if table is not None:
+                    tables.append(table)
+            run = []
+    return tables
+
+
+_MONO = re.compile(r"mono|courier|typewriter|cmtt|consol|\btt", re.I)
+
+
+def _monospaced(page: pymupdf.Page) -> list[tuple[tuple[float, float, float, float], int, bool]]:
+    """(box, characters, set in a monospaced font) of each span on the page."""
+    out = []
+    for block in page.get_text("dict")["blocks"]:
+        for line in block.get("lines", []):
+            for span in line["spans"]:
+                n = len(span["text"].strip())
+                if n:
+                    out.append((span["bbox"], n, bool(span["flags"] & 8 or _MONO.search(span["font"]))))
+    return out
+
+
+def _mostly_in(spans: list, box: tuple[float, float, float, float]) -> bool:
+    """Whether most characters inside ``box`` are monospaced: code or a terminal's output,
+    whose spaces line up like columns, framed by two rules (a listing), not a table."""
+    inside = [(n, mono) for b, n, mono in spans
+              if box[0] - 2 <= (b[0] + b[2]) / 2 <= box[2] + 2 and box[1] < (b[1] + b[3]) / 2 < box[3]]
+    total = sum(n for n, _ in inside)
+    return total > 0 and sum(n for n, mono in inside if mono) * 2 > total
+
+
+def _leaders(words: list) -> bool:
+    """Dot leaders (". . . ." between an entry and its page number): a table of contents."""
+    return sum(1 for w in words if w[4] in (".", "..", "...")) >= 12
+
+
+def _tabular(rows: list[list[tuple]]) -> bool:
+    return len(_spans(rows)) >= 2 and sum(1 for r in rows if len(r) >= 2) * 2 >= len(rows)
+
+
+def _band_table(run: list, x0: float, x1: float) -> Block | None:
+    head_rows = run[0][2] if len(run) > 1 else run[0][2][:1]
+    body_rows = [r for band in run[1:] for r in band[2]] if len(run) > 1 else run[0][2][1:]
+    if not body_rows:
+        return None
+    spans = _spans(body_rows)  # a header cell may span columns: the body decides them
+    if len(spans) < 2:
+        return None
+    header = [" ".join(filter(None, col)) for col in zip(*(_assign(r, spans) for r in head_rows))]
+    rows, tops = [header], [run[0][0]]
+    for r in body_rows:
+        cells = _assign(r, spans)
+        if len(rows) > 1 and not cells[0]:  # a cell's text wrapped onto a second line
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
+        else:
+            rows.append(cells)
+            tops.append(min(c[1] for c in r) - 1)
+    if len(run) > 1:
+        tops[1] = run[1][0]  # the header's band ends at the middle rule
+    col_x = [x0] + [(a[1] + b[0]) / 2 for a, b in zip(spans, spans[1:])] + [x1]
+    bottom = run[-1][1]
+    return table_block(rows, (x0, run[0][0], x1, bottom), col_x, tops + [bottom])
 
 
 class _HtmlTable(HTMLParser):

@@ -17,7 +17,7 @@ import pymupdf
 from ocr_engine.backends.interface import Backend, Call
 from ocr_engine.api.names import BackendName
 from ocr_engine.api.pages import Block, PageResult, PageStatus, block_markdown, count_chars
-from ocr_engine.api.tables import ruled_tables
+from ocr_engine.api.tables import page_tables
 
 NAME = BackendName.TEXTLAYER.value
 
@@ -138,7 +138,7 @@ def _set_apart(lines, page_height: float):
 def extract_page(page: pymupdf.Page) -> PageResult:
     started = time.perf_counter()
     data = page.get_text("dict", sort=True, flags=pymupdf.TEXTFLAGS_TEXT)
-    tables = ruled_tables(page)
+    tables = page_tables(page)
     raw: list[tuple[tuple[float, float, float, float], str, float]] = []
     sizes: list[float] = []
     for b in data["blocks"]:

@@ -1,0 +1,80 @@
+"""Tables set between horizontal rules only (booktabs), read from the text layer."""
+
+import pymupdf
+
+from ocr_engine.backends.textlayer import extract_page
+
+HEADER = ["Model", "Flow rate", "Pressure"]
+BODY = [["P-100", "12 l/s", "3 bar"], ["P-200", "20 l/s", "5 bar"], ["P-300", "31 l/s", "7 bar"]]
+
+
+def _booktabs(page: pymupdf.Page, top: float, x=(72, 200, 330), right=460, rows=(HEADER, *BODY),
+              font: str = "helv") -> float:
+    """A booktabs table: top rule, header, middle rule, body, bottom rule; returns its bottom."""
+    page.draw_line((x[0], top), (right, top), width=0.8)
+    y = top + 14
+    for i, row in enumerate(rows):
+        for xi, cell in zip(x, row):
+            page.insert_text((xi + 2, y), cell, fontsize=10, fontname=font)
+        y += 14
+        if i == 0:
+            page.draw_line((x[0], y - 9), (right, y - 9), width=0.5)
+            y += 4
+    page.draw_line((x[0], y - 8), (right, y - 8), width=0.8)
+    return y
+
+
+def _page(draw) -> pymupdf.Page:
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    draw(page)
+    return page
+
+
+def _tables(page):
+    return [b for b in extract_page(page).blocks if b.type == "table"]
+
+
+def test_a_booktabs_table_is_one_table_with_its_header_row_and_columns():
+    def draw(page):
+        page.insert_text((72, 100), "Table 1: the pumps of the 2024 series.", fontsize=10)
+        _booktabs(page, 120)
+        page.insert_text((72, 230), "Every pump is tested before it leaves the factory.", fontsize=10)
+
+    page = _page(draw)
+    [table] = _tables(page)
+    assert table.rows == [HEADER, *BODY]
+    assert len(table.col_x) == 4 and table.col_x[0] == 72 and table.col_x[-1] == 460
+    assert len(table.row_y) == len(table.rows) + 1
+    assert "| Model | Flow rate | Pressure |" in table.text and "| P-300 | 31 l/s | 7 bar |" in table.text
+    texts = [b.text for b in extract_page(page).blocks if b.type != "table"]
+    assert any("Table 1" in t for t in texts) and not any("P-200" in t for t in texts)  # cells only in the table
+
+
+def test_prose_between_a_pages_header_and_footer_rules_is_not_a_table():
+    def draw(page):
+        page.draw_line((72, 50), (523, 50))
+        page.draw_line((72, 790), (523, 790))
+        for i in range(10):
+            page.insert_text((72, 100 + 14 * i), f"Line {i} of a paragraph of running text that fills the width.",
+                             fontsize=10)
+
+    assert _tables(_page(draw)) == []
+
+
+def test_a_listing_framed_by_rules_and_a_table_of_contents_are_not_tables():
+    def listing(page):
+        _booktabs(page, 120, rows=[["$ ls -l", "", ""], ["-rw-r--r--", "1 root", "Makefile"],
+                                   ["-rw-r--r--", "1 root", "README"], ["-rw-r--r--", "1 root", "setup.py"]],
+                  font="cour")
+
+    def contents(page):
+        page.draw_line((72, 100), (523, 100))
+        for i in range(6):
+            page.insert_text((72, 120 + 14 * i), f"{i + 1} Chapter {i + 1}", fontsize=10)
+            page.insert_text((200, 120 + 14 * i), " ".join(["."] * 20), fontsize=10)
+            page.insert_text((500, 120 + 14 * i), str(10 * i + 1), fontsize=10)
+        page.draw_line((72, 210), (523, 210))
+
+    assert _tables(_page(listing)) == []
+    assert _tables(_page(contents)) == []
