@@ -19,9 +19,10 @@ the embedder's tokenizer). Printed:
   inside when chunks on its page hold its text more often than the page's other lines do;
   a page number, when a chunk's box on its page covers most of it. An image-only copy is
   checked against its original's lines.
-- ``table_chunks_without_header``: of the chunks that hold a whole body row of a ruled
-  table (its cells' text in order, eight characters or more; the tables found in the text
-  layer by ``ocr_engine.api.tables``), those that do not also hold its header row.
+- ``table_chunks_without_header``: of the chunks that hold a whole body row of a table
+  (its cells' text in order, eight characters or more; the tables found in the text layer by
+  ``ocr_engine.api.tables``: ruled grids and, since 2026-12-06, booktabs tables), those that
+  do not also hold its header row. An image-only copy is checked against its original's tables.
 - ``chunks_with_boxes``: the share of chunks that know where on their pages they are.
 - ``cer``: on the image-only copies, PP-OCR's page text (what the engine returned) and
   Tesseract's reading of the same rendered image, against the original's text layer, word
@@ -146,14 +147,15 @@ def running_lines(path: Path) -> tuple[list[Line], dict[int, str]]:
 
 
 def ruled_table_rows(path: Path) -> list[tuple[list[str], list[list[str]]]]:
+    """(header, body rows) of every table of the text layer: ruled grids and booktabs."""
     import pymupdf
 
-    from ocr_engine.api.tables import ruled_tables
+    from ocr_engine.api.tables import page_tables
 
     out = []
     with pymupdf.open(path) as doc:
         for page in doc:
-            for table in ruled_tables(page):
+            for table in page_tables(page):
                 rows = [[c for c in r] for r in table.rows or []]
                 if len(rows) >= 2:
                     out.append((rows[0], rows[1:]))
@@ -272,6 +274,9 @@ def measure(documents: list[Document]) -> dict[str, Any]:
         for k in ("pages", "chunks", "text_chunks", "mid_sentence_at_page_break", "running_lines",
                   "running_lines_in_chunks", "table_chunks", "table_chunks_without_header", "chunks_with_boxes"):
             totals[k] += row[k]
+        kind = "scanned" if doc.scanned else "born_digital"  # an image-only copy against its original's tables
+        for k in ("table_chunks", "table_chunks_without_header"):
+            totals[f"{k}_{kind}"] += row[k]
     share = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
     summary = {
         **dict(totals),
@@ -309,9 +314,15 @@ def _tesseract(png: Path, language: str) -> str:
     return done.stdout
 
 
+def _block_text(block: dict[str, Any]) -> str:
+    if block.get("rows"):  # a table: its cells, row by row, not the Markdown pipes around them
+        return "\n".join(" ".join(c for c in row if c) for row in block["rows"])
+    return block.get("text", "")
+
+
 def page_text(result: dict[str, Any]) -> str:
-    """An OCR'd page's text: its blocks in reading order, one per line."""
-    return "\n".join(b.get("text", "") for b in result.get("blocks") or []) or result.get("markdown", "")
+    """An OCR'd page's text: its blocks in reading order, one per line (a table's cells by row)."""
+    return "\n".join(_block_text(b) for b in result.get("blocks") or []) or result.get("markdown", "")
 
 
 def ocr_against_tesseract(scan: Path, original: Path, results: list[dict[str, Any]], language: str,
@@ -506,8 +517,7 @@ def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print
             doc = Document(path.name, language, scanned, len(results), chunks)
             if original is not None:
                 doc.running, doc.bodies = running_lines(original)
-                if not scanned:
-                    doc.tables = ruled_table_rows(original)
+                doc.tables = ruled_table_rows(original)
             documents.append(doc)
             if scanned and original is not None:
                 order = scan_column_order(original, results)
@@ -565,7 +575,9 @@ def format_table(report: dict[str, Any]) -> str:
         f"running header/footer lines left in chunks  {t['running_lines_in_chunks']:>6} "
         f"(of {t['running_lines']} running lines)",
         f"table chunks without their header row       {t['table_chunks_without_header']:>6} "
-        f"(of {t['table_chunks']} chunks holding table rows)",
+        f"(of {t['table_chunks']} chunks holding table rows; born-digital "
+        f"{t.get('table_chunks_without_header_born_digital', 0)} of {t.get('table_chunks_born_digital', 0)}, "
+        f"image-only copies {t.get('table_chunks_without_header_scanned', 0)} of {t.get('table_chunks_scanned', 0)})",
         f"chunks with boxes                           {t['chunks_with_boxes']:>6} "
         f"({100 * (t['chunks_with_boxes_share'] or 0):.1f} %)",
     ]
