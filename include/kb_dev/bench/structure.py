@@ -24,6 +24,13 @@ the embedder's tokenizer). Printed:
   ``ocr_engine.api.tables``: ruled grids and, since 2026-12-06, booktabs tables), those that
   do not also hold its header row. An image-only copy is checked against its original's tables.
 - ``chunks_with_boxes``: the share of chunks that know where on their pages they are.
+- ``highlighted_page_share_median``: for each chunk and page, the share of the page its boxes
+  cover together (what a reader opening the hit sees highlighted); the median, born-digital
+  and image-only copies apart.
+- ``sections_in_outline_share``: of the chunks with a section, those whose section (the
+  label's last part) is a title of the PDF's outline (bookmarks; the original's for a copy),
+  numbers aside: a heading the document itself declares, not an author's name taken for
+  one. Documents without an outline are left out.
 - ``cer``: on the image-only copies, PP-OCR's page text (what the engine returned) and
   Tesseract's reading of the same rendered image, against the original's text layer, word
   spaces counted (``ocr_engine.api.text.normalise_spaced``), by language.
@@ -45,6 +52,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +92,8 @@ class Document:
     running: list[Line] = field(default_factory=list)  # from the (original's) text layer
     bodies: dict[int, str] = field(default_factory=dict)  # page -> its text without running lines
     tables: list[tuple[list[str], list[list[str]]]] = field(default_factory=list)  # (header, body rows)
+    sizes: dict[int, tuple[float, float]] = field(default_factory=dict)  # page -> (width, height) in points
+    outline: list[str] | None = None  # the (original's) PDF outline titles; None: it has none
 
 
 def normalise(text: str) -> str:
@@ -144,6 +154,15 @@ def running_lines(path: Path) -> tuple[list[Line], dict[int, str]]:
     aside = {(r.page, r.bbox) for r in running}
     bodies = {n: "\n".join(ln.text for ln in lines if (n, ln.bbox) not in aside) for n, lines in lines_by_page.items()}
     return running, bodies
+
+
+def outline_titles(path: Path) -> list[str] | None:
+    """The titles of the PDF's outline (its bookmarks), None when it has none: the document's
+    own headings, independent of how the reader finds them."""
+    import pymupdf
+
+    with pymupdf.open(path) as doc:
+        return [title for _, title, _ in doc.get_toc(simple=True)] or None
 
 
 def ruled_table_rows(path: Path) -> list[tuple[list[str], list[list[str]]]]:
@@ -258,8 +277,57 @@ def headless_table_chunks(doc: Document) -> tuple[int, int]:
     return len(headless), len(holding)
 
 
+def _union_area(boxes: list[tuple[float, float, float, float]]) -> float:
+    """The area that ``boxes`` cover together (overlaps counted once)."""
+    xs = sorted({v for b in boxes for v in (b[0], b[2])})
+    area = 0.0
+    for x0, x1 in zip(xs, xs[1:]):
+        spans = sorted((b[1], b[3]) for b in boxes if b[0] <= x0 and b[2] >= x1)
+        covered, end = 0.0, float("-inf")
+        for y0, y1 in spans:
+            if y1 > end:
+                covered += y1 - max(y0, end)
+                end = y1
+        area += covered * (x1 - x0)
+    return area
+
+
+def highlighted_shares(doc: Document) -> list[float]:
+    """For each chunk and each page it has boxes on: the share of the page its boxes cover,
+    what a reader opening the hit sees highlighted."""
+    out = []
+    for c in doc.chunks:
+        by_page: dict[int, list] = {}
+        for b in c.get("boxes") or []:
+            if b.get("bbox"):
+                by_page.setdefault(b["page"], []).append(tuple(b["bbox"]))
+        for page, boxes in by_page.items():
+            w, h = doc.sizes.get(page, (0.0, 0.0))
+            if w and h:
+                out.append(min(1.0, _union_area(boxes) / (w * h)))
+    return out
+
+
+def _heading_key(text: str) -> str:
+    return re.sub(r"^[\d.\s]+", "", normalise(text).rstrip("…"))  # section numbers aside
+
+
+def real_sections(doc: Document) -> tuple[int, int]:
+    """(chunks whose section is a heading of the document's outline, chunks with a section),
+    over a document with an outline: the section is the label's last part."""
+    if not doc.outline:
+        return 0, 0
+    titles = {_heading_key(t) for t in doc.outline}
+    titles.discard("")
+    labelled = [c["section"].split(" / ")[-1] for c in doc.chunks if c.get("section")]
+    real = sum(1 for label in labelled if _heading_key(label) in titles or any(
+        len(k) >= 6 and (k in _heading_key(label) or _heading_key(label) in k) for k in titles))
+    return real, len(labelled)
+
+
 def measure(documents: list[Document]) -> dict[str, Any]:
     rows, totals = [], Counter()
+    shares: dict[str, list[float]] = {}
     for doc in documents:
         cut, text_chunks = mid_sentence_cuts(doc.chunks, doc.running)
         left = running_left_inside(doc)
@@ -277,6 +345,10 @@ def measure(documents: list[Document]) -> dict[str, Any]:
         kind = "scanned" if doc.scanned else "born_digital"  # an image-only copy against its original's tables
         for k in ("table_chunks", "table_chunks_without_header"):
             totals[f"{k}_{kind}"] += row[k]
+        shares.setdefault(kind, []).extend(highlighted_shares(doc))
+        real, labelled = real_sections(doc)
+        totals[f"sections_in_outline_{kind}"] += real
+        totals[f"sections_checked_{kind}"] += labelled
     share = lambda a, b: round(a / b, 4) if b else None  # noqa: E731
     summary = {
         **dict(totals),
@@ -284,6 +356,11 @@ def measure(documents: list[Document]) -> dict[str, Any]:
         "table_chunks_without_header_share": share(totals["table_chunks_without_header"], totals["table_chunks"]),
         "chunks_with_boxes_share": share(totals["chunks_with_boxes"], totals["chunks"]),
     }
+    for kind in ("born_digital", "scanned"):
+        values = sorted(shares.get(kind, []))
+        summary[f"highlighted_page_share_median_{kind}"] = round(statistics.median(values), 4) if values else None
+        summary[f"sections_in_outline_share_{kind}"] = share(totals[f"sections_in_outline_{kind}"],
+                                                             totals[f"sections_checked_{kind}"])
     return {"documents": rows, "totals": summary}
 
 
@@ -512,10 +589,12 @@ def bench_structure(dest: Path, echo: Callable[[str], None] = lambda line: print
             t0 = time.perf_counter()
             read = engine.parse_pdf(path.read_bytes())
             results = [r.as_dict() for r in read]
-            chunks = [{"text": c.text, "pages": c.pages, "kind": c.kind.value, "boxes": [b.as_dict() for b in c.boxes]}
-                      for c in chunk_pages(read, embedder, settings)]
-            doc = Document(path.name, language, scanned, len(results), chunks)
+            chunks = [{"text": c.text, "pages": c.pages, "kind": c.kind.value, "section": c.section,
+                       "boxes": [b.as_dict() for b in c.boxes]} for c in chunk_pages(read, embedder, settings)]
+            doc = Document(path.name, language, scanned, len(results), chunks,
+                           sizes={r["page"]: (r.get("width") or 0.0, r.get("height") or 0.0) for r in results})
             if original is not None:
+                doc.outline = outline_titles(original)
                 doc.running, doc.bodies = running_lines(original)
                 doc.tables = ruled_table_rows(original)
             documents.append(doc)
@@ -581,6 +660,12 @@ def format_table(report: dict[str, Any]) -> str:
         f"chunks with boxes                           {t['chunks_with_boxes']:>6} "
         f"({100 * (t['chunks_with_boxes_share'] or 0):.1f} %)",
     ]
+    for kind, label in (("born_digital", "born-digital"), ("scanned", "image-only copies")):
+        if t.get(f"highlighted_page_share_median_{kind}") is not None:
+            lines.append(f"a hit's highlight, median share of its page, {label}: "
+                         f"{t[f'highlighted_page_share_median_{kind}']:.4f}; sections that are headings of the "
+                         f"outline: {t[f'sections_in_outline_{kind}']} of {t[f'sections_checked_{kind}']} "
+                         f"({100 * (t[f'sections_in_outline_share_{kind}'] or 0):.1f} %)")
     for language, c in report.get("cer", {}).items():
         lines.append(f"CER with spaces, {language} scans ({c['pages']} pages): PP-OCR {c['ppocr_cer']:.4f} "
                      f"({c['ppocr_pages_per_s']} pages/s), Tesseract {c['tesseract_cer']:.4f} "
