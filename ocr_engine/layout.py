@@ -451,6 +451,10 @@ def _items(run: list[_Placed]) -> list[_Placed | _Table]:
     return ([ln for row in rows[:first] for ln in row] + [table] + [ln for row in rows[end:] for ln in row])
 
 
+def _line_box(ln: Line, end: int) -> list[float]:
+    return [round(v, 2) for v in ln.bbox] + [end]
+
+
 def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
     """Blocks in reading order, and the page as Markdown. Block boxes are the union of their
     lines' boxes, on the page as it is (not in the upright frame). Lines that stand in rows of
@@ -484,9 +488,11 @@ def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
                 b.text = _join(b.text, ln.text)
                 b.bbox = (min(b.bbox[0], ln.bbox[0]), min(b.bbox[1], ln.bbox[1]),
                           max(b.bbox[2], ln.bbox[2]), max(b.bbox[3], ln.bbox[3]))
+                b.lines.append(_line_box(ln, len(b.text)))
                 confidences[-1].append(ln.confidence)
             else:
-                blocks.append(Block("heading" if heading else "text", ln.bbox, ln.text))
+                blocks.append(Block("heading" if heading else "text", ln.bbox, ln.text,
+                                    lines=[_line_box(ln, len(ln.text))]))
                 confidences.append([ln.confidence])
             prev = p
     for b, confs in zip(blocks, confidences):

@@ -136,7 +136,28 @@ def _located(piece: Piece, parts: list[str]) -> list[tuple[str, list[Box]]]:
 
 
 def _dedupe(boxes: list[Box]) -> list[Box]:
-    return list(dict.fromkeys(boxes))
+    """Each box once, and consecutive line boxes of one column (an OCR'd block's lines) as
+    one box: what a chunk covers in that column, not the whole block, in few boxes."""
+    out: list[Box] = []
+    for box in dict.fromkeys(boxes):
+        prev = out[-1] if out else None
+        if prev is not None and _same_run(prev, box):
+            a, b = prev.bbox, box.bbox
+            out[-1] = Box(box.page, (min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])))
+        else:
+            out.append(box)
+    return out
+
+
+def _same_run(a: Box, b: Box) -> bool:
+    """``b`` is the line after ``a`` in the same column: same page, overlapping across most of
+    the narrower one, and below it by less than a line's height."""
+    if a.page != b.page or a.bbox is None or b.bbox is None:
+        return False
+    (ax0, ay0, ax1, ay1), (bx0, by0, bx1, by1) = a.bbox, b.bbox
+    overlap = min(ax1, bx1) - max(ax0, bx0)
+    line = min(ay1 - ay0, by1 - by0)
+    return overlap > 0.5 * min(ax1 - ax0, bx1 - bx0) and -0.5 * line <= by0 - ay1 <= line
 
 
 def _table_parts(piece: Piece, count_tokens: CountTokens, limit: int) -> list[tuple[str, list[Box]]]:

@@ -133,6 +133,7 @@ class _Block:
     rows: list[list[str]] | None = None
     col_x: list[float] | None = None
     row_y: list[float] | None = None
+    lines: list[list[float]] | None = None  # an OCR'd block's line boxes (``Block.lines``)
 
     @property
     def is_table(self) -> bool:
@@ -170,7 +171,7 @@ def _blocks_of(page: PageResult) -> list[_Block]:
         if kind == "table" and not rows:
             rows = parse_table_text(text) or None
         level = b.level or _HEADINGS.get(kind) or levels.get(text)
-        out.append(_Block(kind, b.bbox or None, text, level, rows, b.col_x, b.row_y))
+        out.append(_Block(kind, b.bbox or None, text, level, rows, b.col_x, b.row_y, b.lines))
     if out or not page.markdown.strip():
         return out
     # a result with text and no blocks: its Markdown paragraphs, somewhere on the page
@@ -454,19 +455,36 @@ def _table(block: _Block, page: int) -> Piece:
     return Piece(PieceKind.TABLE, header=all_rows[0], rows=all_rows[1:], col_x=block.col_x)
 
 
+def _spans(block: _Block, page: int, at: int, end: int) -> list[Span]:
+    """The block's text placed at ``at``..``end`` of a piece: a span per line where the block
+    knows its lines (an OCR'd page), else one span with the block's box."""
+    if not block.lines or block.bbox is None:
+        return [Span(at, end, Box(page, block.bbox))]
+    spans, start = [], at
+    for *bbox, line_end in block.lines:
+        stop = min(end, at + int(line_end))
+        if stop > start:
+            spans.append(Span(start, stop, Box(page, tuple(bbox))))  # type: ignore[arg-type]
+        start = stop
+    if spans:
+        spans[-1].end = end  # what a join added or dropped at the end stays with the last line
+        return spans
+    return [Span(at, end, Box(page, block.bbox))]
+
+
 def _piece(block: _Block, page: int) -> Piece:
     if block.is_table:
         return _table(block, page)
     if block.is_heading:
         return Piece(PieceKind.HEADING, block.text, [Span(0, len(block.text), Box(page, block.bbox))],
                      level=block.level or 2)
-    return Piece(PieceKind.TEXT, block.text, [Span(0, len(block.text), Box(page, block.bbox))])
+    return Piece(PieceKind.TEXT, block.text, _spans(block, page, 0, len(block.text)))
 
 
 def _extend(piece: Piece, block: _Block, page: int) -> None:
     text, at = _joined(piece.text, block.text)
     piece.text = text
-    piece.spans.append(Span(at, len(text), Box(page, block.bbox)))
+    piece.spans.extend(_spans(block, page, at, len(text)))
 
 
 def _column_break(prev: _Block, block: _Block) -> bool:

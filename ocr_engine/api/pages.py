@@ -33,6 +33,9 @@ class Block:
     rows: list[list[str]] | None = None
     col_x: list[float] | None = None
     row_y: list[float] | None = None
+    # An OCR'd text block: each of its lines' box and where that line's text ends in ``text``
+    # ([x0, y0, x1, y1, end]), so a chunk holding part of the block is located by its lines.
+    lines: list[list[float]] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Block":
@@ -111,7 +114,7 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
-_SPARSE_BLOCK_FIELDS = ("rows", "col_x", "row_y", "level")
+_SPARSE_BLOCK_FIELDS = ("rows", "col_x", "row_y", "level", "lines")
 
 
 def block_markdown(block: Block) -> str:

@@ -259,3 +259,24 @@ def test_a_slides_footer_that_mupdf_puts_in_the_last_bullets_block_is_still_set_
     reading = read_document(stored(pages))
     assert not [p.text for p in reading.pieces if "Packaging Tutorial" in p.text]
     assert len(reading.running) == 4 and all("on IRC" in p.text for p in reading.pieces[1::2])
+
+
+def test_a_chunk_holding_part_of_an_ocr_block_is_located_by_the_lines_it_holds_only():
+    from ocr_engine.layout import Line, to_blocks
+
+    # one OCR'd paragraph of 12 lines down the left column, and a short one on the right
+    left = [Line((50, 100 + 14 * i, 280, 112 + 14 * i), f"Sentence {i} of the left column goes on here.", 0.9)
+            for i in range(12)]
+    right = [Line((320, 100 + 14 * i, 550, 112 + 14 * i), f"Right line {i} is short.", 0.9) for i in range(3)]
+    blocks, markdown = to_blocks(left + right, 600)
+    page = PageResult.from_dict(PageResult(page=1, markdown=markdown, blocks=blocks, backend="ppocr",
+                                           status="ok", chars=len(markdown), width=600, height=800).as_dict())
+    chunks = chunk_document(read_document([page]), words, max_tokens=40, overlap_sentences=0)
+    first = next(c for c in chunks if "Sentence 0 " in c.text)
+    last = next(c for c in chunks if "Sentence 11 " in c.text)
+    assert first is not last
+    [box] = first.boxes  # its lines, as one box: not the whole column, nor the right one
+    held = [i for i in range(12) if f"Sentence {i} " in first.text]
+    assert box.bbox[1] == 100 and box.bbox[3] == 112 + 14 * held[-1] and box.bbox[2] <= 280
+    assert all(b.bbox[1] >= 100 + 14 * min(i for i in range(12) if f"Sentence {i} " in last.text) for b in last.boxes
+               if b.bbox[0] < 300)
