@@ -29,3 +29,38 @@ def test_a_section_counts_when_the_outline_holds_it_numbers_aside():
               {"text": "c", "section": None}]
     assert real_sections(_doc(chunks, outline=["Manual", "2 Setup", "2.1 Installing the pump"])) == (1, 2)
     assert real_sections(_doc(chunks)) == (0, 0)  # no outline: not counted
+
+
+def test_a_chunk_ending_open_at_a_page_break_counts_whatever_the_next_starts_with():
+    from kb_dev.bench.structure import mid_sentence_cuts, open_at_page_break
+
+    chunks = [{"text": "It runs on the", "pages": [1], "kind": "text"},
+              {"text": "Pump P-100 keeps going.", "pages": [2], "kind": "text"},  # a capital: the reader's rule misses it
+              {"text": "A closed sentence.", "pages": [2], "kind": "text"},
+              {"text": "and on.", "pages": [3], "kind": "text"}]
+    assert open_at_page_break(chunks) == 1
+    assert mid_sentence_cuts(chunks)[0] == 0
+
+
+def test_lines_set_aside_that_the_text_layer_does_not_hold_as_running_are_over_removed():
+    from kb_dev.bench.structure import Line, over_removed
+
+    doc = _doc([])
+    doc.running = [Line(1, (0, 0, 10, 10), "Field Guide 12"), Line(2, (0, 0, 10, 10), "Field Guide 13")]
+    doc.set_aside = [Line(1, (0, 0, 10, 10), "Field Guide 12"), Line(2, (0, 0, 10, 10), "Fie1d Guide 13"),
+                     Line(2, (0, 50, 10, 60), "The pump must be primed before it is started.")]
+    assert [ln.text for ln in over_removed(doc)] == ["The pump must be primed before it is started."]
+
+
+def test_cer_is_reported_for_the_scans_thresholds_were_fitted_on_and_for_the_rest_apart():
+    from kb_dev.bench.structure import FIT_SCANS, _cer_table
+
+    fit = next(iter(FIT_SCANS))
+    parts = [{"language": "en", "document": fit, "pages": 2, "reference_chars": 100, "ppocr_edits": 10,
+              "tesseract_edits": 20, "ppocr_seconds": 2.0, "tesseract_seconds": 1.0},
+             {"language": "en", "document": "other.scan.pdf", "pages": 1, "reference_chars": 100, "ppocr_edits": 30,
+              "tesseract_edits": 5, "ppocr_seconds": 1.0, "tesseract_seconds": 1.0}]
+    table = _cer_table(parts)
+    assert table["en"]["ppocr_cer"] == 0.2 and table["en"]["pages"] == 3
+    assert table["en fit"]["ppocr_cer"] == 0.1 and table["en rest"]["ppocr_cer"] == 0.3
+    assert table["en rest"]["tesseract_cer"] == 0.05
