@@ -26,6 +26,12 @@ from kb.errors import KbError
 
 LIST = Path(__file__).resolve().parents[1] / "corpus" / "documents.json"
 SCAN = {"dpi": 150, "skew_deg": 1.5, "speckle": 0.002}
+SCAN_SUFFIX = ".scan.pdf"  # an image-only copy's file name: the original's, this suffix for ".pdf"
+
+
+def original_of(name: str) -> str | None:
+    """The born-digital file an image-only copy's name was made from (None for any other name)."""
+    return name.removesuffix(SCAN_SUFFIX) + ".pdf" if name.endswith(SCAN_SUFFIX) else None
 
 
 class CorpusError(KbError):
@@ -53,7 +59,7 @@ class CorpusDocument:
 
     @property
     def scan_file(self) -> str:
-        return self.file.removesuffix(".pdf") + ".scan.pdf"
+        return self.file.removesuffix(".pdf") + SCAN_SUFFIX
 
 
 @dataclass(frozen=True)
