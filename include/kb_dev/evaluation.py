@@ -8,6 +8,19 @@ comes from ``doc`` and covers every one of its pages. Groups: ``cross-page`` (th
 runs over a page break: a hit must cover both pages and its text hold the whole answer),
 else ``en`` (English question, English document), ``zh`` (Chinese and Chinese), ``cross``
 (the question's language differs from the document's, which is the language of its answer).
+
+Two optional fields split the set and name the groups written for it (issue 36):
+``"split"``: ``"tuning"`` (the default) or ``"frozen"``, a set measured out of sample, never
+used to choose anything; ``"kind"``: ``"table-cell"`` or ``"paraphrase"``, which is then the
+question's group. A ``table-cell`` question's answer is one cell of a table, and its
+``"row"`` a verbatim substring of that table's row (its label, say): it is found only by a hit
+from ``doc`` covering its page whose text holds both the row and the answer. A
+``paraphrase`` question says what its answer passage says in other words; its ``doc``,
+``page`` and matching are as for any one-page question, and ``include/eval/verify.py``
+holds it to at most ``MAX_PARAPHRASE_OVERLAP`` of the passage's content words
+(``overlap``). A question about an image-only copy of a corpus document names the copy's
+file (``X.scan.pdf``, ``kb_dev.corpus.original_of``); the report counts it apart, as the
+``scanned`` row under its group.
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ from typing import Any, Protocol
 
 from kb.errors import EvalSetError
 from kb.points import SearchFilter, language
+from kb_dev.corpus import original_of
 
 
 class Searcher(Protocol):
@@ -29,8 +43,16 @@ class Searcher(Protocol):
     def search_many(self, queries: list[str], top_k: int = 5, modes: tuple[str, ...] | None = None,
                     where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]: ...
 
-GROUPS = ("en", "zh", "cross", "cross-page")
+SPLITS = ("tuning", "frozen")
+KINDS = ("table-cell", "paraphrase")
+GROUPS = ("en", "zh", "cross", "cross-page") + KINDS
 FIELDS = {"doc": str, "page": int, "question": str, "answer_substring": str}
+OPTIONAL = {"pages": list, "split": str, "kind": str, "row": str}
+MAX_PARAPHRASE_OVERLAP = 0.25  # share of the answer's content words that the question may repeat
+# words of 4+ letters that carry no content; left out of both sides of ``overlap``
+FUNCTION_WORDS = frozenset(
+    "also been does each from have into more most much only other same some such than that their them "
+    "then there these they this those very were what when where which while will with would your".split())
 
 
 @dataclass(frozen=True)
@@ -40,9 +62,14 @@ class Question:
     question: str
     answer_substring: str
     pages: tuple[int, ...] = ()  # an answer over a page break: both pages
+    split: str = "tuning"
+    kind: str = ""  # "table-cell", "paraphrase" or none
+    row: str = ""  # table-cell: a verbatim substring of the answer's table row
 
     @property
     def group(self) -> str:
+        if self.kind:
+            return self.kind
         if len(self.pages) > 1:
             return "cross-page"
         q, d = language(self.question), language(self.answer_substring)
@@ -51,6 +78,11 @@ class Question:
     @property
     def wanted_pages(self) -> set[int]:
         return set(self.pages) or {self.page}
+
+    @property
+    def scanned(self) -> bool:
+        """About an image-only copy of a corpus document."""
+        return original_of(self.doc) is not None
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -69,13 +101,31 @@ def load_questions(path: Path) -> list[Question]:
         for name, kind in FIELDS.items():
             if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
                 raise EvalSetError(f"{path}:{n}: field {name!r} must be a {kind.__name__}")
+        for name, kind in OPTIONAL.items():
+            if name in data and not isinstance(data[name], kind):
+                raise EvalSetError(f"{path}:{n}: field {name!r} must be a {kind.__name__}")
+        unknown = sorted(set(data) - set(FIELDS) - set(OPTIONAL))
+        if unknown:
+            raise EvalSetError(f"{path}:{n}: unknown field(s) {', '.join(map(repr, unknown))}")
         if data["page"] < 1 or not data["question"].strip() or not data["answer_substring"].strip():
             raise EvalSetError(f"{path}:{n}: page must be >= 1 and question and answer_substring non-empty")
         pages = data.get("pages", [data["page"]])
-        if (not isinstance(pages, list) or not pages or not all(type(p) is int for p in pages)
+        if (not pages or not all(type(p) is int for p in pages)
                 or pages[0] != data["page"] or pages != list(range(pages[0], pages[0] + len(pages)))):
             raise EvalSetError(f"{path}:{n}: pages must be consecutive page numbers starting at page")
-        out.append(Question(**{k: data[k] for k in FIELDS}, pages=tuple(pages) if len(pages) > 1 else ()))
+        split, kind, row = data.get("split", "tuning"), data.get("kind", ""), data.get("row", "")
+        if split not in SPLITS:
+            raise EvalSetError(f"{path}:{n}: split must be one of {', '.join(SPLITS)}, not {split!r}")
+        if "kind" in data and kind not in KINDS:
+            raise EvalSetError(f"{path}:{n}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        if kind and len(pages) > 1:
+            raise EvalSetError(f"{path}:{n}: a {kind} question is about one page, not pages {pages}")
+        if (kind == "table-cell") != ("row" in data):
+            raise EvalSetError(f"{path}:{n}: a table-cell question needs a row, and only a table-cell question has one")
+        if kind == "table-cell" and not row.strip():
+            raise EvalSetError(f"{path}:{n}: row must be non-empty")
+        out.append(Question(**{k: data[k] for k in FIELDS}, pages=tuple(pages) if len(pages) > 1 else (),
+                            split=split, kind=kind, row=row))
     if not out:
         raise EvalSetError(f"{path}: no questions")
     return out
@@ -92,58 +142,113 @@ def holds_answer(q: Question, hit: dict[str, Any]) -> bool:
     return _normalised(q.answer_substring) in _normalised(hit.get("text") or "")
 
 
+def holds_row(q: Question, hit: dict[str, Any]) -> bool:
+    """Whether the hit's text holds the table-cell question's row substring (as ``holds_answer``)."""
+    return _normalised(q.row) in _normalised(hit.get("text") or "")
+
+
 def rank_of(q: Question, hits: list[dict[str, Any]], folder: str = "") -> int | None:
     """The rank of the first hit from ``q.doc`` that covers its pages; for an answer over a page
     break, a hit that also holds the whole answer (a chunk of both pages holding only one half
-    does not count)."""
+    does not count); for a table cell, a hit that holds the answer and its row (a chunk of the
+    page holding only the caption, or a slice of the table without that row, does not count)."""
     for rank, h in enumerate(hits, 1):
         if h["key"] == folder + q.doc and q.wanted_pages <= set(h["pages"]):
-            if q.group != "cross-page" or holds_answer(q, h):
-                return rank
+            if q.group == "cross-page" and not holds_answer(q, h):
+                continue
+            if q.group == "table-cell" and not (holds_answer(q, h) and holds_row(q, h)):
+                continue
+            return rank
     return None
+
+
+def content_words(text: str) -> set[str]:
+    """What ``overlap`` compares: words of 4+ Latin letters, lower-cased (function words aside),
+    and the pairs of adjacent Han characters (Chinese has no spaces to find words by)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    words = {w for w in re.findall(r"[a-z]{4,}", text) if w not in FUNCTION_WORDS}
+    for run in re.findall(r"[\u4e00-\u9fff]{2,}", text):
+        words.update(run[i:i + 2] for i in range(len(run) - 1))
+    return words
+
+
+def overlap(q: Question) -> tuple[int, int]:
+    """(how many of the answer's content words the question repeats, how many the answer has)."""
+    answer = content_words(q.answer_substring)
+    return len(answer & content_words(q.question)), len(answer)
+
+
+def _scores(ranks: list[int | None], top_k: int) -> dict[str, Any]:
+    found = [r for r in ranks if r is not None]
+    return {"n": len(ranks), f"recall@{top_k}": round(len(found) / len(ranks), 4),
+            "mrr": round(sum(1 / r for r in found) / len(ranks), 4)}
+
+
+def _groups(questions: list[Question], ranks: list[int | None], top_k: int) -> dict[str, Any]:
+    """Each group's scores, and ``<group> born-digital`` / ``<group> scanned`` beside a group that
+    has questions about image-only copies."""
+    groups: dict[str, Any] = {}
+    for group in GROUPS + ("all",):
+        idx = [i for i, q in enumerate(questions) if group == "all" or q.group == group]
+        if not idx:
+            continue
+        groups[group] = _scores([ranks[i] for i in idx], top_k)
+        if group != "all" and any(questions[i].scanned for i in idx):
+            for origin, scanned in (("born-digital", False), ("scanned", True)):
+                part = [ranks[i] for i in idx if questions[i].scanned == scanned]
+                if part:
+                    groups[f"{group} {origin}"] = _scores(part, top_k)
+    return groups
 
 
 def evaluate(retriever: Searcher, questions: list[Question], top_k: int = 5,
              modes: tuple[str, ...] = ("hybrid",), folder: str = "") -> dict[str, Any]:
     """``folder`` (a key prefix ending in ``/``): search only the documents under it, and
-    read each question's ``doc`` as a key relative to it."""
+    read each question's ``doc`` as a key relative to it.
+
+    Per mode: ``splits`` (each split's groups) and ``groups``, the tuning split's alone: what a
+    benchmark may compare and tune against, so a frozen question never leaks into it."""
     where = SearchFilter(key_prefix=folder) if folder else None
     results = retriever.search_many([q.question for q in questions], top_k, modes, where)
     report: dict[str, Any] = {"top_k": top_k, "questions": len(questions), "modes": {}}
     for mode in modes:
         ranks = [rank_of(q, hits, folder) for q, hits in zip(questions, results[mode])]
-        groups = {}
-        for group in GROUPS + ("all",):
-            idx = [i for i, q in enumerate(questions) if group == "all" or q.group == group]
-            if not idx:
-                continue
-            found = [ranks[i] for i in idx if ranks[i] is not None]
-            groups[group] = {
-                "n": len(idx),
-                f"recall@{top_k}": round(len(found) / len(idx), 4),
-                "mrr": round(sum(1 / r for r in found) / len(idx), 4),
-            }
+        splits = {}
+        for split in SPLITS:
+            idx = [i for i, q in enumerate(questions) if q.split == split]
+            if idx:
+                splits[split] = {"groups": _groups([questions[i] for i in idx], [ranks[i] for i in idx], top_k)}
         misses = [
             {**asdict(q), "group": q.group, "top": [{"key": h["key"], "pages": h["pages"]} for h in hits[:3]]}
             for q, hits, r in zip(questions, results[mode], ranks) if r is None
         ]
-        report["modes"][mode] = {"groups": groups, "misses": misses}
+        report["modes"][mode] = {"splits": splits, "groups": splits.get("tuning", {}).get("groups", {}),
+                                 "misses": misses}
     return report
 
 
 def format_report(report: dict[str, Any]) -> str:
+    """A table per split (tuning first), a row per group, the modes side by side; then the misses."""
     k = report["top_k"]
     modes = list(report["modes"])
-    groups = [g for g in GROUPS + ("all",) if any(g in report["modes"][m]["groups"] for m in modes)]
-    header = f"{'group':10} {'n':>4} " + " ".join(f"{m + ' R@' + str(k):>12} {m + ' MRR':>11}" for m in modes)
-    lines = [header, "-" * len(header)]
-    for g in groups:
-        n = next(report["modes"][m]["groups"][g]["n"] for m in modes if g in report["modes"][m]["groups"])
-        cells = []
-        for m in modes:
-            row = report["modes"][m]["groups"].get(g)
-            cells.append(f"{row[f'recall@{k}']:>12.3f} {row['mrr']:>11.3f}" if row else f"{'-':>12} {'-':>11}")
-        lines.append(f"{g:10} {n:>4} " + " ".join(cells))
+    lines: list[str] = []
+    for split in SPLITS:
+        tables = {m: report["modes"][m]["splits"].get(split, {}).get("groups", {}) for m in modes}
+        names = list(dict.fromkeys(g for m in modes for g in tables[m]))
+        if not names:
+            continue
+        width = max(10, *(len(g) for g in names))
+        header = f"{'group':{width}} {'n':>4} " + " ".join(f"{m + ' R@' + str(k):>12} {m + ' MRR':>11}" for m in modes)
+        if lines:
+            lines.append("")
+        lines += [f"split {split}", header, "-" * len(header)]
+        for g in names:
+            n = next(tables[m][g]["n"] for m in modes if g in tables[m])
+            cells = []
+            for m in modes:
+                row = tables[m].get(g)
+                cells.append(f"{row[f'recall@{k}']:>12.3f} {row['mrr']:>11.3f}" if row else f"{'-':>12} {'-':>11}")
+            lines.append(f"{g:{width}} {n:>4} " + " ".join(cells))
     last = modes[-1]
     misses = report["modes"][last]["misses"]
     lines.append("")
@@ -151,5 +256,6 @@ def format_report(report: dict[str, Any]) -> str:
     for m in misses:
         top = ", ".join(f"{h['key']} p.{','.join(map(str, h['pages']))}" for h in m["top"]) or "(no hits)"
         want = "-".join(map(str, m["pages"] or [m["page"]]))
-        lines.append(f"  [{m['group']}] {m['question']}  (want {m['doc']} p.{want}; got {top})")
+        row = f", row {m['row']!r}" if m.get("row") else ""
+        lines.append(f"  [{m['split']} {m['group']}] {m['question']}  (want {m['doc']} p.{want}{row}; got {top})")
     return "\n".join(lines)

@@ -95,8 +95,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("eval", help="recall@k and MRR of a question set against the index",
-                       description='QA.jsonl holds one {"doc", "page", "question", "answer_substring"} per line; '
-                                   "a question is found when a hit among the top k comes from doc and covers page.")
+                       description='QA.jsonl holds one {"doc", "page", "question", "answer_substring"} per line '
+                                   '(optionally "split": tuning or frozen, "kind": table-cell, with its "row", or '
+                                   "paraphrase); a question is found when a hit among the top k comes from doc and "
+                                   "covers page (a table cell's hit also holds its row and answer). The report has "
+                                   "a table per split.")
     p.add_argument("questions", help="a QA.jsonl file")
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--mode", choices=("hybrid", "dense", "sparse", "all"), default=None,
