@@ -1,4 +1,4 @@
-"""Check that every answer in qa.jsonl is on its page, verbatim.
+"""Check that every answer in qa.jsonl is on its page, verbatim, and the set's format.
 
     python include/eval/verify.py [--docs .kb/eval-docs] [--corpus .kb/corpus/born-digital]
                                   [--questions include/eval/qa.jsonl]
@@ -8,9 +8,18 @@ NFKC width forms. A line with ``"pages": [p, p+1]`` (the ``cross-page`` group) h
 that runs over a page break: it must be on neither page alone, and split at some point
 with at least 15 characters on each side into a start on page p and an end on page p+1
 (a word hyphenated across the break may keep its hyphen or drop it).
+A ``table-cell`` line's row and answer are on its page and on one line of it (the words of
+a table row share a baseline; a line here is every word of the page at that height, so the
+cells of a row are joined even where the text layer keeps them in separate blocks). A
+``paraphrase`` line repeats at most ``MAX_PARAPHRASE_OVERLAP`` of its answer's content words
+(``kb_dev.evaluation.overlap``: words of 4+ letters, lower-cased, and pairs of Han
+characters); the figure is printed for each. A line about an image-only copy
+(``X.scan.pdf``) is checked against its born-digital original, which documents.json must
+say is copied (an image has no text layer to check).
 The Debian Reference PDFs are under --docs (sha256 from fetch.py); the corpus PDFs under
 --corpus (sha256 from include/corpus/documents.json; fetch them with include/corpus/fetch.py).
-Also checks that no question is repeated.
+The fields (split, kind, row, pages) are checked by ``kb_dev.evaluation.load_questions``,
+what ``kb eval`` reads the set with. Also checks that no question is repeated about one document.
 Exit status 1, with each problem listed, if anything fails.
 """
 
@@ -25,6 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fetch import PDFS, sha256  # noqa: E402
+from kb.errors import EvalSetError  # noqa: E402
+from kb_dev.corpus import original_of  # noqa: E402
+from kb_dev.evaluation import MAX_PARAPHRASE_OVERLAP, Question, load_questions, overlap  # noqa: E402
 
 CORPUS_LIST = Path(__file__).resolve().parents[1] / "corpus" / "documents.json"
 MIN_SIDE = 15  # normalised characters on each side of a page break
@@ -34,8 +46,49 @@ def normalise(text: str) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text))
 
 
-def corpus_digests() -> dict[str, str]:
-    return {d["file"]: d["sha256"] for d in json.loads(CORPUS_LIST.read_text(encoding="utf-8"))["documents"]}
+def corpus_documents() -> dict[str, dict]:
+    return {d["file"]: d for d in json.loads(CORPUS_LIST.read_text(encoding="utf-8"))["documents"]}
+
+
+def visual_lines(page) -> list[str]:
+    """The page's words grouped by height (centres within 2.5 pt), each group left to right,
+    normalised: a table row is one of these, whichever blocks the text layer puts its cells in."""
+    words = sorted(page.get_text("words"), key=lambda w: ((w[1] + w[3]) / 2, w[0]))
+    lines, current, centre = [], [], 0.0
+    for w in words:
+        mid = (w[1] + w[3]) / 2
+        if current and abs(mid - centre) > 2.5:
+            lines.append(current)
+            current = []
+        if not current:
+            centre = mid
+        current.append(w)
+    if current:
+        lines.append(current)
+    return [normalise("".join(w[4] for w in sorted(line, key=lambda w: w[0]))) for line in lines]
+
+
+def check_table_cell(n: int, q: Question, text: str, lines: list[str]) -> str | None:
+    row, answer = normalise(q.row), normalise(q.answer_substring)
+    for what, value, raw in (("row", row, q.row), ("answer", answer, q.answer_substring)):
+        if value not in text:
+            return f"line {n}: table-cell {what} {raw!r} not on {q.doc} p.{q.page}"
+    if not any(row in line and answer in line for line in lines):
+        return f"line {n}: row {q.row!r} and answer {q.answer_substring!r} are on {q.doc} p.{q.page} but on no one line"
+    return None
+
+
+def check_paraphrase(n: int, q: Question) -> str | None:
+    shared, total = overlap(q)
+    share = shared / total if total else 1.0
+    print(f"paraphrase line {n}: {q.doc} p.{q.page}: {shared}/{total} of the answer's content words "
+          f"in the question ({share:.2f})")
+    if not total:
+        return f"line {n}: paraphrase answer {q.answer_substring!r} has no content words to measure"
+    if share > MAX_PARAPHRASE_OVERLAP:
+        return (f"line {n}: paraphrase repeats {share:.2f} of its answer's content words "
+                f"(at most {MAX_PARAPHRASE_OVERLAP})")
+    return None
 
 
 def split_point(answer: str, first: str, second: str) -> int | None:
@@ -72,14 +125,31 @@ def check_cross_page(n: int, q: dict, pages: list[str]) -> str | None:
 def verify(docs: Path, questions: Path, corpus: Path = Path(".kb/corpus/born-digital")) -> list[str]:
     import pymupdf
 
-    lines = [(n, json.loads(line)) for n, line in enumerate(questions.read_text(encoding="utf-8").splitlines(), 1)
-             if line.strip()]
-    wanted = {q["doc"] for _, q in lines}
+    try:
+        parsed = load_questions(questions)  # the fields, as `kb eval` reads them
+    except EvalSetError as exc:
+        return [str(exc)]
+    raw = [(n, json.loads(line)) for n, line in enumerate(questions.read_text(encoding="utf-8").splitlines(), 1)
+           if line.strip()]
+    lines = [(n, q, parsed_q) for (n, q), parsed_q in zip(raw, parsed)]
+    problems: list[str] = []
+    corpus_list = corpus_documents()
+    text_of = {}  # a question's doc -> the file whose text layer it is checked against
+    for n, _, q in lines:
+        original = original_of(q.doc)
+        if original is None:
+            text_of[q.doc] = q.doc
+        elif not corpus_list.get(original, {}).get("scanned_copy"):
+            problems.append(f"line {n}: {q.doc} is no image-only copy that documents.json lists")
+        else:
+            text_of[q.doc] = original
+    wanted = set(text_of.values())
     sources = {name: (docs, digest, "include/eval/fetch.py") for name, (_, digest) in PDFS.items()}
-    for name, digest in corpus_digests().items():
+    for name, entry in corpus_list.items():
         if name in wanted and name not in sources:
-            sources[name] = (corpus, digest, "include/corpus/fetch.py")
-    problems, texts, seen = [], {}, set()
+            sources[name] = (corpus, entry["sha256"], "include/corpus/fetch.py")
+    texts, rows, seen = {}, {}, set()
+    cells = {(text_of.get(q.doc), q.page) for _, _, q in lines if q.kind == "table-cell"}
     for name, (folder, digest, fetcher) in sources.items():
         path = folder / name
         if not path.exists():
@@ -89,13 +159,17 @@ def verify(docs: Path, questions: Path, corpus: Path = Path(".kb/corpus/born-dig
             problems.append(f"{path}: sha256 differs from {'SOURCES.md' if name in PDFS else 'documents.json'}")
         with pymupdf.open(path) as doc:
             texts[name] = [normalise(page.get_text()) for page in doc]
-    for n, q in lines:
-        if q["question"] in seen:
-            problems.append(f"line {n}: question repeated: {q['question']}")
-        seen.add(q["question"])
-        pages = texts.get(q["doc"])
+            for (cell_doc, page_no) in cells:
+                if cell_doc == name and 1 <= page_no <= len(doc):
+                    rows[name, page_no] = visual_lines(doc[page_no - 1])
+    for n, q, parsed_q in lines:
+        if (q["doc"], q["question"]) in seen:
+            problems.append(f"line {n}: question repeated about {q['doc']}: {q['question']}")
+        seen.add((q["doc"], q["question"]))
+        name = text_of.get(q["doc"])
+        pages = texts.get(name) if name else None
         if pages is None:
-            if q["doc"] not in sources:
+            if name is not None and name not in sources:
                 problems.append(f"line {n}: unknown doc {q['doc']}")
         elif "pages" in q:
             problem = check_cross_page(n, q, pages)
@@ -103,9 +177,17 @@ def verify(docs: Path, questions: Path, corpus: Path = Path(".kb/corpus/born-dig
                 problems.append(problem)
         elif not 1 <= q["page"] <= len(pages):
             problems.append(f"line {n}: page {q['page']} outside 1..{len(pages)}")
+        elif parsed_q.kind == "table-cell":
+            problem = check_table_cell(n, parsed_q, pages[q["page"] - 1], rows[name, q["page"]])
+            if problem:
+                problems.append(problem)
         elif normalise(q["answer_substring"]) not in pages[q["page"] - 1]:
             where = [i + 1 for i, t in enumerate(pages) if normalise(q["answer_substring"]) in t]
             problems.append(f"line {n}: {q['answer_substring']!r} not on {q['doc']} p.{q['page']} (found on {where[:5]})")
+        if parsed_q.kind == "paraphrase":
+            problem = check_paraphrase(n, parsed_q)
+            if problem:
+                problems.append(problem)
     return problems
 
 
