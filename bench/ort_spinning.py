@@ -49,12 +49,12 @@ def _embed(wait_for_go: bool) -> float:
 
     embedder = make_embedder(PipelineSettings(embed_cache_dir=REPO / ".kb" / "models"))
     texts = [str(page)[:1200] for page in prose_pages(300, seed=3, paragraphs=2)]
-    embedder.embed(texts[:16])  # warm-up: the session loads
+    embedder.embed_documents(texts[:16])  # warm-up: the session loads
     if wait_for_go:
         print("ready", flush=True)
         sys.stdin.readline()
     started = time.perf_counter()
-    embedder.embed(texts)
+    embedder.embed_documents(texts)
     return time.perf_counter() - started
 
 

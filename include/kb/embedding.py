@@ -9,8 +9,14 @@ runtimes read the same folder, chosen by ``KB_EMBED_BACKEND``:
   in a fraction of a second. Exporting needs torch, once per model.
 - ``torch``: sentence-transformers itself.
 
-``model_id`` names the model by its weights' digest and the runtime, so the ledger can
-tell when the embedder changed (and a change of runtime re-embeds once).
+Queries and passages are embedded apart (``embed_queries``, ``embed_documents``): families
+such as e5 and bge expect a different prefix on each. The prefixes, the pooling and the
+normalisation are the folder's ``Recipe`` (``kb.embedding_profiles``), applied alike by
+both runtimes.
+
+``model_id`` names the model by its weights' digest, its prefixes (where it has any) and
+the runtime, so the ledger can tell when the embedder changed (and a change of runtime or
+of prefixes re-embeds once).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
+from kb.embedding_profiles import EmbedProfile, Pooling, Recipe, recipe_of
 from kb.errors import ModelExportFailed
 
 ONNX_OPSET = 17
@@ -62,19 +69,24 @@ class TextEmbedder(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
-    def embed(self, texts: list[str]) -> np.ndarray: ...
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
 
 
 class _Folder:
-    """What both runtimes read from the folder: its tokenizer, limits and identity."""
+    """What both runtimes read from the folder: its tokenizer, recipe, limits and identity.
+    A runtime supplies ``window`` and ``_encode`` (texts already prefixed)."""
 
     runtime = ""
 
-    def __init__(self, model_dir: Path | None = None, *, batch_size: int = 64) -> None:
+    def __init__(self, model_dir: Path | None = None, *, profile: EmbedProfile | str | None = None,
+                 batch_size: int = 64) -> None:
         self.model_dir = Path(model_dir) if model_dir else default_model_dir()
         if not (self.model_dir / "config.json").exists():
             raise FileNotFoundError(f"no sentence-transformers model in {self.model_dir}")
         self.batch_size = batch_size
+        self.recipe: Recipe = recipe_of(self.model_dir, profile)
 
     @cached_property
     def tokenizer(self):
@@ -88,11 +100,24 @@ class _Folder:
     @cached_property
     def model_id(self) -> str:
         suffix = f"+{self.runtime}" if self.runtime != "torch" else ""  # torch ids predate the choice
-        return f"{model_name(self.model_dir)}@{weights_digest(self.model_dir)}{suffix}"
+        return f"{model_name(self.model_dir)}@{weights_digest(self.model_dir)}{self.recipe.id_suffix}{suffix}"
 
     def count_tokens(self, text: str) -> int:
         """Word pieces without the [CLS]/[SEP] pair, as the chunker budgets them."""
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    @property
+    def max_tokens(self) -> int:
+        """The tokens of a passage that fit the model's window beside its prefix."""
+        return self.window - self.count_tokens(self.recipe.passage_prefix)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Passages to index: (len(texts), dimension) float32, normalised where the recipe says."""
+        return self._encode([self.recipe.passage_prefix + t for t in texts])
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Search queries, with the query prefix: the same shape as ``embed_documents``."""
+        return self._encode([self.recipe.query_prefix + t for t in texts])
 
 
 class Embedder(_Folder):
@@ -100,8 +125,9 @@ class Embedder(_Folder):
 
     runtime = "torch"
 
-    def __init__(self, model_dir: Path | None = None, *, batch_size: int = 64, device: str = "cpu") -> None:
-        super().__init__(model_dir, batch_size=batch_size)
+    def __init__(self, model_dir: Path | None = None, *, profile: EmbedProfile | str | None = None,
+                 batch_size: int = 64, device: str = "cpu") -> None:
+        super().__init__(model_dir, profile=profile, batch_size=batch_size)
         self.device = device
 
     @cached_property
@@ -119,15 +145,18 @@ class Embedder(_Folder):
         return int(self.model.get_embedding_dimension())
 
     @property
-    def max_tokens(self) -> int:
+    def window(self) -> int:
         return int(self.model.max_seq_length)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """(len(texts), dimension) float32, L2-normalised."""
+    def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        # The texts carry their prefix already; an empty prompt keeps sentence-transformers
+        # from adding the folder's default prompt a second time. The pooling is the folder's
+        # own Pooling module, the one the recipe was read from.
         vectors = self.model.encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            texts, prompt="", batch_size=self.batch_size, normalize_embeddings=self.recipe.normalize,
+            convert_to_numpy=True, show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -137,20 +166,17 @@ class OnnxEmbedder(_Folder):
 
     runtime = "onnx"
 
-    def __init__(self, model_dir: Path | None = None, *, cache_dir: Path, batch_size: int = 64,
-                 threads: int | None = None) -> None:
-        super().__init__(model_dir, batch_size=batch_size)
+    def __init__(self, model_dir: Path | None = None, *, cache_dir: Path, profile: EmbedProfile | str | None = None,
+                 batch_size: int = 64, threads: int | None = None) -> None:
+        super().__init__(model_dir, profile=profile, batch_size=batch_size)
         self.cache_dir = Path(cache_dir)
         self.threads = threads
-        modules = json.loads((self.model_dir / "modules.json").read_text())
-        pooling = next(m for m in modules if m["type"].endswith(".Pooling"))
-        self._pooling = json.loads((self.model_dir / pooling["path"] / "config.json").read_text())
-        if not (self._pooling.get("pooling_mode_mean_tokens") or self._pooling.get("pooling_mode_cls_token")):
+        if self.recipe.pooling not in (Pooling.MEAN, Pooling.CLS):
             raise ValueError(f"{self.model_dir}: only mean or CLS pooling runs on ONNX here; use KB_EMBED_BACKEND=torch")
-        self._normalize = any(m["type"].endswith(".Normalize") for m in modules)
 
     @property
     def onnx_path(self) -> Path:
+        # by weights alone: the export does not depend on the recipe, so profiles share it
         return self.cache_dir / f"{model_name(self.model_dir)}@{weights_digest(self.model_dir)}" / "model.onnx"
 
     def exported(self) -> Path:
@@ -182,10 +208,10 @@ class OnnxEmbedder(_Folder):
 
     @property
     def dimension(self) -> int:
-        return int(self._pooling["word_embedding_dimension"])
+        return self.recipe.dimension
 
     @cached_property
-    def max_tokens(self) -> int:
+    def window(self) -> int:
         config = json.loads((self.model_dir / "sentence_bert_config.json").read_text())
         return int(config["max_seq_length"])
 
@@ -194,12 +220,11 @@ class OnnxEmbedder(_Folder):
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
-        tok.enable_truncation(self.max_tokens)
+        tok.enable_truncation(self.window)
         tok.enable_padding()
         return tok
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """(len(texts), dimension) float32, L2-normalised where the folder normalises."""
+    def _encode(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         # Similar lengths batched together: padding is the cost that grows with mixing.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -215,13 +240,14 @@ class OnnxEmbedder(_Folder):
             "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
             "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
         }
+        # Only the inputs the export has: XLM-R-based models are exported without token_type_ids.
         hidden = self.session.run(None, {k: v for k, v in feeds.items() if k in self._input_names})[0]
-        if self._pooling.get("pooling_mode_mean_tokens"):
+        if self.recipe.pooling == Pooling.MEAN:
             mask = feeds["attention_mask"][..., None].astype(np.float32)
             vectors = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        else:
+        else:  # CLS: the first token, which the tokenizer's post-processor puts there
             vectors = hidden[:, 0]
-        if self._normalize:
+        if self.recipe.normalize:
             vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
         return vectors.astype(np.float32)
 
@@ -233,32 +259,38 @@ def export_onnx(model_dir: Path, target: Path) -> Path:
     exporting at the same time never leaves a half file where a reader looks.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import inspect
     import warnings
 
     import torch
     from transformers import AutoModel
 
     model = AutoModel.from_pretrained(model_dir, local_files_only=True).eval()
+    # Segment ids only where the model has more than one segment (BERT: 2). XLM-R has one
+    # (its tokenizers give no token_type_ids) and DistilBERT takes none at all.
+    takes_segments = ("token_type_ids" in inspect.signature(model.forward).parameters
+                      and getattr(model.config, "type_vocab_size", 0) > 1)
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if takes_segments else [])
 
     class LastHiddenState(torch.nn.Module):
         def __init__(self, inner) -> None:
             super().__init__()
             self.inner = inner
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            segments = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, **segments).last_hidden_state
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    example = tuple(torch.ones((1, 8), dtype=torch.long) for _ in range(2)) + (torch.zeros((1, 8), dtype=torch.long),)
+    example = tuple((torch.zeros if name == "token_type_ids" else torch.ones)((1, 8), dtype=torch.long)
+                    for name in inputs)
     axes = {"batch": 0, "tokens": 1}
-    dynamic = {name: {v: k for k, v in axes.items()} for name in ("input_ids", "attention_mask", "token_type_ids",
-                                                                   "last_hidden_state")}
+    dynamic = {name: {v: k for k, v in axes.items()} for name in [*inputs, "last_hidden_state"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
-        torch.onnx.export(LastHiddenState(model), example, str(tmp), input_names=["input_ids", "attention_mask",
-                          "token_type_ids"], output_names=["last_hidden_state"], dynamic_axes=dynamic,
+        torch.onnx.export(LastHiddenState(model), example, str(tmp), input_names=inputs,
+                          output_names=["last_hidden_state"], dynamic_axes=dynamic,
                           opset_version=ONNX_OPSET, dynamo=False)
     tmp.replace(target)
     return target
@@ -283,9 +315,9 @@ def make_embedder(settings, threads: int | None = None) -> TextEmbedder:
     threads per call (None: one per core, best for batches; a service answering several
     short queries at once does better with 1 each)."""
     if settings.embed_backend == "torch":
-        return Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)
+        return Embedder(settings.embed_model_dir, profile=settings.embed_profile, batch_size=settings.embed_batch_size)
     return OnnxEmbedder(settings.embed_model_dir, cache_dir=settings.resolved_embed_cache_dir,
-                        batch_size=settings.embed_batch_size, threads=threads)
+                        profile=settings.embed_profile, batch_size=settings.embed_batch_size, threads=threads)
 
 
 if __name__ == "__main__":  # python -m kb.embedding MODEL_DIR TARGET: what export_onnx_isolated runs

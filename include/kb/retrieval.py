@@ -159,7 +159,7 @@ class Retriever:
                     where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]:
         """For each mode, the hits of each query (one store opening for all of them)."""
         modes = modes or (self.settings.search_mode,)
-        dense = self.embedder.embed(queries) if any(m != "sparse" for m in modes) else [None] * len(queries)
+        dense = self.embedder.embed_queries(queries) if any(m != "sparse" for m in modes) else [None] * len(queries)
         sparse = [self.encoder.encode_query(q) for q in queries]
         out: dict[str, list[list[dict[str, Any]]]] = {m: [] for m in modes}
         with self._store() as vs:

@@ -14,6 +14,8 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from typing_extensions import Annotated
 
+from kb.embedding_profiles import EmbedProfile
+
 
 def default_state_dir() -> Path:
     return Path.cwd() / ".kb"
@@ -90,6 +92,10 @@ class PipelineSettings(BaseSettings):
     index_batch_documents: int = Field(50, ge=1)
 
     embed_model_dir: Path | None = None  # None: the all-MiniLM-L6-v2 wheel
+    # The model's family (``kb.embedding_profiles.PROFILES``: e5, bge, gte, plain), for the
+    # query and passage prefixes, pooling and normalisation that its folder does not declare
+    # itself. None: the folder's own files alone. Changing the prefixes re-embeds once.
+    embed_profile: EmbedProfile | None = None
     # Where the ONNX export of the embedder is kept, under the model's name and weights digest
     # (None: <state dir>/models). Exporting loads torch and takes seconds (8 s here), once per
     # folder: workers that share a state folder, or a volume named here, export it once.
@@ -127,7 +133,7 @@ class PipelineSettings(BaseSettings):
     # A secret (it may hold a password): never logged.
     ledger_url: SecretStr | None = None
 
-    @field_validator("gpu_cost_per_hour", mode="before")
+    @field_validator("gpu_cost_per_hour", "embed_profile", mode="before")
     @classmethod
     def _empty_is_unset(cls, value):
         # compose passes `${KB_GPU_COST_PER_HOUR:-}` through as "" when .env leaves it out

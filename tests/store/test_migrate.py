@@ -41,7 +41,7 @@ def indexed(tmp_path_factory, embedder):
         chunks = chunk_pages(extract_range(doc, 1, doc.page_count), embedder, settings)
         doc.close()
         texts = [c.embedding_text() for c in chunks]
-        vectors.append(embedder.embed(texts))
+        vectors.append(embedder.embed_documents(texts))
         sparse.extend(encoder.encode_document(t) for t in texts)
         for c in chunks:
             ids.append(point_id(name, "sha-" + name, c.index))
@@ -85,8 +85,8 @@ def no_rework(monkeypatch):
     from ocr_engine.backends.ppocr import PPOCRBackend
     from ocr_engine.backends.textlayer import TextLayerBackend
 
-    counting(embedding.Embedder, "embed", "embed")
-    counting(embedding.OnnxEmbedder, "embed", "embed")
+    counting(embedding.Embedder, "embed_documents", "embed")
+    counting(embedding.OnnxEmbedder, "embed_documents", "embed")
     counting(textlayer, "extract_range", "ocr")
     counting(PPOCRBackend, "parse", "ocr")
     counting(TextLayerBackend, "parse", "ocr")

@@ -22,12 +22,12 @@ def onnx(tmp_path_factory):
 
 
 def test_onnx_vectors_match_torch_within_cosine_0_999(onnx, embedder):
-    a, b = onnx.embed(TEXTS), embedder.embed(TEXTS)
+    a, b = onnx.embed_documents(TEXTS), embedder.embed_documents(TEXTS)
     assert a.shape == b.shape == (len(TEXTS), 384) and a.dtype == np.float32
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     cosine = (a * b).sum(axis=1)
     assert cosine.min() >= 0.999, cosine.min()
-    assert onnx.embed([]).shape == (0, 384)
+    assert onnx.embed_documents([]).shape == (0, 384)
 
 
 def test_both_runtimes_count_tokens_alike_and_have_distinct_ids(onnx, embedder):
@@ -37,11 +37,11 @@ def test_both_runtimes_count_tokens_alike_and_have_distinct_ids(onnx, embedder):
 
 
 def test_the_export_is_cached_and_a_query_process_never_imports_torch(onnx):
-    onnx.embed(["load"])
+    onnx.embed_documents(["load"])
     stamp = onnx.onnx_path.stat().st_mtime_ns
     probe = (
         "import sys; from pathlib import Path; from kb.embedding import OnnxEmbedder; "
-        f"e = OnnxEmbedder(cache_dir=Path({str(onnx.cache_dir)!r})); v = e.embed(['pump seal']); "
+        f"e = OnnxEmbedder(cache_dir=Path({str(onnx.cache_dir)!r})); v = e.embed_queries(['pump seal']); "
         "print(v.shape, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()

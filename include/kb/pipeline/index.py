@@ -157,7 +157,7 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> 
     check_pages(ctx, document, loaded.pages)
     chunks = chunk_pages(loaded.pages, embedder, ctx.settings)
     texts = [c.embedding_text() for c in chunks]
-    vectors = embedder.embed(texts)
+    vectors = embedder.embed_documents(texts)
     encoder = SparseEncoder(ctx.settings.sparse_tokenizer)
     sparse = [encoder.encode_document(t) for t in texts]
     payloads = [chunk_payload(document, c, embedder.model_id) for c in chunks]

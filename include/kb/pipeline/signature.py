@@ -1,6 +1,6 @@
 """The index signature: what a document's points are made with.
 
-The embedder (by its weights' digest), the sparse scheme and the chunking (how a document
+The embedder (by its weights' digest and its prefixes), the sparse scheme and the chunking (how a document
 is read and cut, ``kb.chunking.CHUNKING_VERSION``). The ledger keeps it per document; a
 different one makes an indexed document work again (a configuration change, or an upgrade
 that reads documents differently), reusing its stored page results: no page is read again.
@@ -21,13 +21,14 @@ def signature_of(embedder_id: str, sparse_tokenizer: str) -> str:
 
 
 @lru_cache(maxsize=8)
-def _embedder_id(model_dir: str | None, backend: str, state_dir: str) -> str:
-    settings = PipelineSettings(embed_model_dir=model_dir, embed_backend=backend, state_dir=state_dir)
+def _embedder_id(model_dir: str | None, backend: str, profile: str | None, state_dir: str) -> str:
+    settings = PipelineSettings(embed_model_dir=model_dir, embed_backend=backend, embed_profile=profile,
+                                state_dir=state_dir)
     return make_embedder(settings).model_id
 
 
 def index_signature(settings: PipelineSettings) -> str:
     """The signature the current settings make (hashes the embedder's weights once: ~0.6 s)."""
     model_dir = str(settings.embed_model_dir) if settings.embed_model_dir else None
-    return signature_of(_embedder_id(model_dir, settings.embed_backend, str(settings.state_dir)),
+    return signature_of(_embedder_id(model_dir, settings.embed_backend, settings.embed_profile, str(settings.state_dir)),
                         settings.sparse_tokenizer)

@@ -70,7 +70,7 @@ def direct(folder: Path, state_dir: str) -> dict[str, Any]:
         doc.close()
         pieces = chunk_pages(results, embedder, settings)
         texts = [c.embedding_text() for c in pieces]
-        vectors.append(embedder.embed(texts))
+        vectors.append(embedder.embed_documents(texts))
         sparse.extend(encoder.encode_document(t) for t in texts)
         ids.extend(point_id(path.name, "direct", c.index) for c in pieces)
         payloads.extend({"doc_id": path.name, "key": path.name, "pages": c.pages, "text": c.text} for c in pieces)

@@ -98,7 +98,7 @@ def sentence_vectors(dest: Path, pool: list[str], echo: Callable[[str], None]) -
     from kb.settings import PipelineSettings
 
     echo(f"embedding {len(pool)} sentences once ...")
-    vectors = make_embedder(PipelineSettings()).embed(pool).astype(np.float32)
+    vectors = make_embedder(PipelineSettings()).embed_documents(pool).astype(np.float32)
     np.save(cache, vectors)
     return vectors
 
@@ -250,7 +250,7 @@ def _questions() -> list:
     from kb.settings import PipelineSettings
 
     questions = [json.loads(line)["question"] for line in QA.read_text().splitlines() if line.strip()]
-    return [(v, None) for v in make_embedder(PipelineSettings()).embed(questions)]
+    return [(v, None) for v in make_embedder(PipelineSettings()).embed_queries(questions)]
 
 
 def _recall(replicas, queries: list) -> float:

@@ -148,20 +148,19 @@ def bench_search(queries: int = 200, concurrency: int = 4, timeout_s: float = 18
 
 
 def _embedding(settings, limit: int = 2000) -> dict[str, Any]:
-    from kb.embedding import Embedder, OnnxEmbedder
+    from kb.embedding import make_embedder
     from kb.store import open_reader
 
     with open_reader(settings) as vs:
         texts = [p.payload["text"] for p in vs.points()[:limit]]
-    onnx = OnnxEmbedder(settings.embed_model_dir, cache_dir=settings.resolved_embed_cache_dir,
-                        batch_size=settings.embed_batch_size)
-    torch_ = Embedder(settings.embed_model_dir, batch_size=settings.embed_batch_size)
+    onnx = make_embedder(settings.model_copy(update={"embed_backend": "onnx"}))
+    torch_ = make_embedder(settings.model_copy(update={"embed_backend": "torch"}))
     rows = {}
     vectors = {}
     for name, embedder in (("onnx", onnx), ("torch", torch_)):
-        embedder.embed(texts[:16])  # load and warm up, not counted
+        embedder.embed_documents(texts[:16])  # load and warm up, not counted
         started = time.perf_counter()
-        vectors[name] = embedder.embed(texts)
+        vectors[name] = embedder.embed_documents(texts)
         seconds = time.perf_counter() - started
         rows[name] = {"chunks": len(texts), "seconds": round(seconds, 2), "chunks_per_s": round(len(texts) / seconds, 1)}
     cosine = (vectors["onnx"] * vectors["torch"]).sum(axis=1)
