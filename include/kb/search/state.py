@@ -70,7 +70,7 @@ class SearchState:
 
     async def start(self) -> None:
         started = time.perf_counter()
-        await anyio.to_thread.run_sync(self.retriever.embedder.embed, ["warm-up"])  # loads (or exports) the model
+        await anyio.to_thread.run_sync(self.retriever.embedder.embed_queries, ["warm-up"])  # loads (or exports) the model
         self.reader.start()  # here, not in a worker thread: the store's replicas die with the thread that starts them
         self.objects = self._object_store()
         self.ready = True
