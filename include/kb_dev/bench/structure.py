@@ -73,7 +73,7 @@ from typing import Any, Callable
 
 from kb.errors import KbError
 
-SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 BAND = 0.12
 SAME_HEIGHT_PT = 3.0
 TESSERACT_LANGS = {"en": "eng", "zh": "chi_sim+eng"}
