@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass
 
 from ocr_engine.api.pages import Block
-from ocr_engine.api.tables import table_block
+from ocr_engine.api.tables import merged_spans, table_block
 from ocr_engine.api.text import is_cjk
 
 Box = tuple[float, float, float, float]
@@ -395,15 +395,8 @@ class _Table:
 
 
 def _column_spans(rows: list[list[_Placed]]) -> list[tuple[float, float]]:
-    """The x extents of the columns that the cells of ``rows`` stand in: their boxes merged
-    where they overlap across rows."""
-    spans: list[list[float]] = []
-    for x0, x1 in sorted((ln.bbox[0], ln.bbox[2]) for row in rows for ln in row):
-        if spans and x0 <= spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], x1)
-        else:
-            spans.append([x0, x1])
-    return [(a, b) for a, b in spans]
+    """The x extents of the columns that the cells of ``rows`` stand in."""
+    return merged_spans((ln.bbox[0], ln.bbox[2]) for row in rows for ln in row)
 
 
 _MARKER = re.compile(r"^(\(?[0-9A-Za-z]{1,3}[.)\]]|\[\d{1,3}\]|[•·∙▪◦*–+>-])$")
@@ -433,10 +426,11 @@ def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
         spans = _column_spans(rows[i:end])
         while end < len(rows) and len(rows[end]) == 1 and rows[end][0].bbox[0] > spans[0][1]:
             end += 1  # wrapped text of a cell right of the first column
-        table = _Table(rows[i:end], _column_spans(rows[i:end]))
         if (end - i >= MIN_TABLE_ROWS and len(spans) >= 2 and not _list_markers(rows[i:end])
-                and len(table.cells()) >= MIN_TABLE_ROWS and (best is None or end - i > best[1] - best[0])):
-            best = (i, end, table)
+                and (best is None or end - i > best[1] - best[0])):
+            table = _Table(rows[i:end], _column_spans(rows[i:end]))  # the continued rows included
+            if len(table.cells()) >= MIN_TABLE_ROWS:
+                best = (i, end, table)
         i = end
     return best
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import re
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from ocr_engine.api.pages import Block
 
@@ -186,14 +186,20 @@ def _visual_lines(words: list) -> list[list]:
     return [ws for _, ws in lines]
 
 
-def _spans(rows: list[list[tuple]]) -> list[tuple[float, float]]:
+def merged_spans(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Intervals (x0, x1) merged where they overlap, left to right: the columns that cells
+    stand in, found from the cells' x extents over all rows (text layer and OCR alike)."""
     spans: list[list[float]] = []
-    for x0, x1 in sorted((c[0], c[2]) for row in rows for c in row):
+    for x0, x1 in sorted(intervals):
         if spans and x0 <= spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], x1)
         else:
             spans.append([x0, x1])
     return [(a, b) for a, b in spans]
+
+
+def _spans(rows: list[list[tuple]]) -> list[tuple[float, float]]:
+    return merged_spans((c[0], c[2]) for row in rows for c in row)
 
 
 def _assign(row: list[tuple], spans: list[tuple[float, float]]) -> list[str]:
