@@ -78,3 +78,33 @@ def test_a_listing_framed_by_rules_and_a_table_of_contents_are_not_tables():
 
     assert _tables(_page(listing)) == []
     assert _tables(_page(contents)) == []
+
+
+def test_a_caption_that_mupdf_puts_in_the_block_of_the_last_rows_is_kept():
+    # chfls1 p.8: the caption set tight under the bottom rule shared a MuPDF block with the
+    # table's rows, and the whole block was left out as the table's, caption and all
+    def draw(page):
+        font, x, top = pymupdf.Font("helv"), (72, 200, 330), 120
+        page.draw_line((x[0], top), (460, top), width=0.8)
+        writer = pymupdf.TextWriter(page.rect)  # one text object: MuPDF makes one block of the lines
+        y = top + 14
+        for i, row in enumerate((HEADER, *BODY)):
+            for xi, cell in zip(x, row):
+                writer.append((xi + 2, y), cell, font=font, fontsize=10)
+            y += 14
+            if i == 0:
+                page.draw_line((x[0], y - 9), (460, y - 9), width=0.5)
+                y += 4
+        page.draw_line((x[0], y - 8), (460, y - 8), width=0.8)
+        writer.append((74, y), "Table 2: Flow rates of the pumps at rated speed, measured on the stand.",
+                      font=font, fontsize=10)
+        writer.append((74, y + 12), "Each pump was run for an hour first.", font=font, fontsize=10)
+        writer.write_text(page)
+
+    page = _page(draw)
+    assert len(page.get_text("blocks")) == 2  # the rows and the caption in one block, as MuPDF reads them
+    [table] = _tables(page)
+    assert table.rows == [HEADER, *BODY]
+    texts = [b.text for b in extract_page(page).blocks if b.type != "table"]
+    assert texts == ["Table 2: Flow rates of the pumps at rated speed, measured on the stand. "
+                     "Each pump was run for an hour first."]
