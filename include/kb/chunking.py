@@ -5,7 +5,7 @@ token limit measured with the embedder's own tokenizer; a paragraph longer than 
 is split at sentence ends (Latin and CJK punctuation), and a sentence longer than the limit
 at token windows. A page break closes a chunk (so a hit cites the page it came from) unless
 a paragraph runs over it: then the chunk spans both pages. A table is chunked by rows, and
-every chunk of it starts with its header row.
+every chunk of it states the table's caption and starts with its header row.
 
 Each chunk keeps its boxes (a page and a box on it, from the blocks its text came from):
 what the search page draws on the page image.
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Callable
 
-from kb.reading import Box, Piece, PieceKind, Reading
+from kb.reading import Box, Piece, PieceKind, Reading, Row
 from ocr_engine.api.tables import table_markdown
 
 # Part of the index signature (``kb.pipeline.signature``): changing how documents are read
 # or chunked re-chunks every indexed document once, from its stored page results.
-CHUNKING_VERSION = "reader-1"
+CHUNKING_VERSION = "reader-2"  # 2: table chunks state their caption and group row
 
 CountTokens = Callable[[str], int]
 
@@ -160,20 +160,44 @@ def _same_run(a: Box, b: Box) -> bool:
     return overlap > 0.5 * min(ax1 - ax0, bx1 - bx0) and -0.5 * line <= by0 - ay1 <= line
 
 
+def _group_row(cells: list[str]) -> bool:
+    """A row that names the rows below it ("Correct calculations:"): only its first cell filled."""
+    return len(cells) >= 3 and len(re.findall(r"\w", cells[0])) >= 3 and not any(c.strip() for c in cells[1:])
+
+
 def _table_parts(piece: Piece, count_tokens: CountTokens, limit: int) -> list[tuple[str, list[Box]]]:
-    """A table as Markdown tables of as many rows as fit ``limit``, each led by the header
-    row; the first part's boxes include the header's."""
+    """A table as Markdown tables of as many rows as fit ``limit``, each stating the table's
+    caption and led by its header row, and by the group row its first rows fall under (a
+    slice that starts below "Correct calculations:" would otherwise not say what its rows
+    are). The first part's boxes include the header's; a caption is stated, and highlighted
+    where it stands, in its own text chunk."""
     header = piece.header.cells if piece.header else []
-    groups: list[list] = [[]]
+    caption = _clip(piece.caption, count_tokens, limit // 4) if piece.caption else ""
+    limit = max(limit - (count_tokens(caption) if caption else 0), limit // 2)
+    slices: list[tuple[Row | None, list[Row]]] = []  # (the group row repeated on top, the rows)
+    lead: Row | None = None
+    rows: list[Row] = []
+    group: Row | None = None
     for row in piece.rows:
-        if groups[-1] and count_tokens(table_markdown([header, *[r.cells for r in groups[-1] + [row]]])) > limit:
-            groups.append([])
-        groups[-1].append(row)
+        above = [header, *([lead.cells] if lead else []), *[r.cells for r in rows + [row]]]
+        if rows and count_tokens(table_markdown(above)) > limit:
+            if _group_row(rows[-1].cells):
+                rows.pop()  # a group row goes with the rows it names, not alone at a slice's foot
+            if rows:
+                slices.append((lead, rows))
+            lead, rows = (None if _group_row(row.cells) else group), []
+        rows.append(row)
+        if _group_row(row.cells):
+            group = row
+    if rows:
+        slices.append((lead, rows))
     parts = []
-    for i, rows in enumerate(g for g in groups if g):
-        text = _clip(table_markdown([header, *[r.cells for r in rows]]), count_tokens, limit)
+    for i, (lead, rows) in enumerate(slices):
+        text = _clip(table_markdown([header, *([lead.cells] if lead else []), *[r.cells for r in rows]]),
+                     count_tokens, limit)
         head = [piece.header.box] if piece.header and i == 0 else []
-        parts.append((text, head + [r.box for r in rows]))
+        owed = [lead.box] if lead and (i == 0 or lead not in slices[i - 1][1]) else []
+        parts.append((f"{caption}\n\n{text}" if caption else text, head + owed + [r.box for r in rows]))
     return parts
 
 

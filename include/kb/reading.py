@@ -79,6 +79,7 @@ class Piece:
     header: Row | None = None  # a table's header row
     rows: list[Row] = field(default_factory=list)  # a table's other rows
     col_x: list[float] | None = None  # a table's column boundaries, where known
+    caption: str | None = None  # a table's caption ("Table 1: ..."), where one stands beside it
 
     @property
     def boxes(self) -> list[Box]:
@@ -380,6 +381,11 @@ _SHORT = 40  # characters (``_size``): shorter text at a break is a label, a tit
 _FOOTNOTE = re.compile(r"^\s*([∗*†‡§¶]|[¹²³⁴⁵⁶⁷⁸⁹⁰]+|\d{1,2}\s+[A-Z])")
 _CAPTION = re.compile(r"^\s*(Figure|Fig\.|Table|Listing|图|表)\s*\d", re.IGNORECASE)
 _LOOK = 4  # blocks stepped over at a break: footnotes below the paragraph, figure labels above its end
+# A table's caption: "Table 3: ...", "Table 2. ...", "Table 4 Results ...", "表 2-1 ...". Not "Table 1
+# shows ...", which is a sentence about the table, and only a paragraph short enough to be a caption.
+_TABLE_CAPTION = re.compile(r"^\s*(Table|Tab\.|表)\s*\d+(?:[.\-–]\d+)*(?:\s*[:：.．、]|\s+(?=[A-Z\u4e00-\u9fff])|\s*$)")
+_CAPTION_CHARS = 300
+_CAPTION_REACH = 2  # pieces: a caption may stand apart from its table by a line of notes
 
 
 def _size(text: str) -> int:
@@ -529,7 +535,44 @@ def read_document(results: Sequence[PageResult]) -> Reading:
                 pieces.append(_piece(block, page.number))
             last_block = block
         previous = page
+    _caption_tables(pieces)
     return Reading(pieces, set_aside, joins)
+
+
+def _is_caption(piece: Piece) -> bool:
+    return piece.kind == PieceKind.TEXT and len(piece.text) <= _CAPTION_CHARS and bool(_TABLE_CAPTION.match(piece.text))
+
+
+def _caption_candidates(pieces: list[Piece], t: int, step: int) -> int | None:
+    """The nearest caption on the table's page, above (``step`` -1) or below (+1) it, with no
+    heading or other table between."""
+    page = pieces[t].first_page if step < 0 else pieces[t].last_page
+    for k in range(t + step, t + step * (_CAPTION_REACH + 1), step):
+        if not 0 <= k < len(pieces) or pieces[k].kind != PieceKind.TEXT or page not in pieces[k].pages:
+            return None
+        if _is_caption(pieces[k]):
+            return k
+    return None
+
+
+def _caption_tables(pieces: list[Piece]) -> None:
+    """Give each table the caption beside it. Between two tables a caption could be the one
+    below the first or the one above the second: the document's own habit decides (the side
+    where tables with a caption on one side only have it; above when none tells), and a
+    caption goes to one table only."""
+    tables = [i for i, p in enumerate(pieces) if p.kind == PieceKind.TABLE]
+    near = {t: (_caption_candidates(pieces, t, -1), _caption_candidates(pieces, t, +1)) for t in tables}
+    only_below = sum(1 for above, below in near.values() if below is not None and above is None)
+    only_above = sum(1 for above, below in near.values() if above is not None and below is None)
+    order = (1, 0) if only_below > only_above else (0, 1)
+    taken: set[int] = set()
+    for t in tables:
+        for side in order:
+            k = near[t][side]
+            if k is not None and k not in taken:
+                pieces[t].caption = " ".join(pieces[k].text.split())
+                taken.add(k)
+                break
 
 
 def _join_over_page_break(pieces: list[Piece], body: list[_Block], page: _Page) -> int | None:

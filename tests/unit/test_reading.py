@@ -280,3 +280,52 @@ def test_a_chunk_holding_part_of_an_ocr_block_is_located_by_the_lines_it_holds_o
     assert box.bbox[1] == 100 and box.bbox[3] == 112 + 14 * held[-1] and box.bbox[2] <= 280
     assert all(b.bbox[1] >= 100 + 14 * min(i for i in range(12) if f"Sentence {i} " in last.text) for b in last.boxes
                if b.bbox[0] < 300)
+
+
+def table_block(rows, bbox) -> dict:
+    text = "\n".join("| " + " | ".join(r) + " |" for r in rows)
+    return {"type": "table", "bbox": list(bbox), "text": text, "rows": rows}
+
+
+PUMPS = [["Model", "Flow", "Head"], ["P-100", "12 l/s", "30 m"], ["P-200", "20 l/s", "45 m"]]
+VALVES = [["Valve", "Size", "Rating"], ["V-10", "DN50", "PN16"], ["V-20", "DN80", "PN25"]]
+
+
+def test_each_table_gets_the_caption_beside_it_by_the_documents_habit():
+    # captions below their tables, as chfls1 sets them: the caption between the two tables is
+    # the first one's, though it also stands above the second
+    blocks = [block("The pumps and the valves of the plant are listed below.", (50, 60, 550, 80)),
+              table_block(PUMPS, (50, 90, 550, 150)),
+              block("¹ Flow at the rated speed.", (50, 152, 550, 160)),
+              block("Table 1: Pumps of the plant.", (50, 162, 550, 175)),
+              table_block(VALVES, (50, 190, 550, 250)),
+              block("Table 2. Valves of the plant.", (50, 255, 550, 268)),
+              block("Table 1 shows that every pump has a head of 30 m or more.", (50, 300, 550, 320))]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": blocks}]
+    tables = [p for p in read_document(stored(pages)).pieces if p.kind == PieceKind.TABLE]
+    assert [t.caption for t in tables] == ["Table 1: Pumps of the plant.", "Table 2. Valves of the plant."]
+    parts = [c for c in chunk_document(read_document(stored(pages)), words, max_tokens=60) if c.kind == ChunkKind.TABLE]
+    assert [c.text.split("\n")[0] for c in parts] == ["Table 1: Pumps of the plant.", "Table 2. Valves of the plant."]
+    # a sentence about a table is not its caption, and a caption is not taken across a heading
+    blocks = [table_block(PUMPS, (50, 90, 550, 150)), block("Table 1 shows the pumps.", (50, 160, 550, 175)),
+              {**block("Valves", (50, 180, 550, 195)), "type": "heading"}, block("Table 9: Valves.", (50, 200, 550, 215))]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": blocks}]
+    [table] = [p for p in read_document(stored(pages)).pieces if p.kind == PieceKind.TABLE]
+    assert table.caption is None
+
+
+def test_a_table_slice_repeats_the_group_row_its_rows_fall_under():
+    rows = [["", "Start", "Step 1"], ["By the paper:", "", ""], ["AIC", "1872.1", "407.6"], ["BIC", "1882.8", "412.9"],
+            ["Correct:", "", ""], ["AIC", "3915.8", "3916.7"], ["BIC", "3947.8", "3943.4"]]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "",
+              "blocks": [table_block(rows, (50, 90, 550, 250)), block("Table 1: Fit criteria.", (50, 255, 550, 268))]}]
+    # a budget that cuts each group after its first row
+    parts = [c for c in chunk_document(read_document(stored(pages)), words, max_tokens=34) if c.kind == ChunkKind.TABLE]
+    assert len(parts) == 4
+    for part in parts:  # every BIC row is read with the group it belongs to
+        assert part.text.startswith("Table 1: Fit criteria.\n\n|  | Start | Step 1 |")
+        if "3943.4" in part.text:
+            assert "| Correct: |" in part.text and "| By the paper: |" not in part.text
+        if "412.9" in part.text:
+            assert "| By the paper: |" in part.text
+    assert sum(p.text.count("| AIC |") for p in parts) == 2 and all(p.tokens <= 40 for p in parts)
