@@ -276,10 +276,11 @@ def _edges(pages: list[_Page]) -> list[_Edge]:
 
 def _numbered(edges: list[_Edge], pages: list[_Page], least: int) -> set[tuple[int, int]]:
     """Lines whose number at one end is the page's number less one offset, at one height
-    (footnotes numbered one a page go up with the page too, at other heights)."""
+    (footnotes numbered one a page go up with the page too, at other heights). Not headings:
+    a manual with a section a page starts each page with "2 Installation" on page 2."""
     by_offset: dict[tuple[str, int], list[_Edge]] = {}
     for e in edges:
-        if e.one_line and len(e.text) <= 100:
+        if e.one_line and not e.heading and len(e.text) <= 100:
             for n in {int(m) for pair in _EDGE_NUMBER.findall(e.text) for m in pair if m}:
                 by_offset.setdefault((e.band, pages[e.page].number - n), []).append(e)
     found = set()

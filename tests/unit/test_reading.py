@@ -329,3 +329,15 @@ def test_a_table_slice_repeats_the_group_row_its_rows_fall_under():
         if "412.9" in part.text:
             assert "| By the paper: |" in part.text
     assert sum(p.text.count("| AIC |") for p in parts) == 2 and all(p.tokens <= 40 for p in parts)
+
+
+def test_a_section_heading_numbered_as_its_page_is_not_a_running_line():
+    # the Aquila sample manual starts page n with section n: "2 Installation" on page 2
+    titles = ["Introduction and safety", "Installation", "Operation", "Maintenance schedule", "Troubleshooting"]
+    pages = [{"page": n, "width": 600, "height": 800, "markdown": "", "blocks": [
+        {**block(f"{n} {title}", (60, 60, 300, 81)), "type": "heading", "level": 2},
+        block(f"The body text of the section on {title.lower()} goes here and is complete.", (60, 100, 520, 130)),
+        block(str(n), (295, 760, 305, 770))]} for n, title in enumerate(titles, 1)]
+    reading = read_document(stored(pages))
+    assert sorted(r.text for r in reading.running) == ["1", "2", "3", "4", "5"]
+    assert [p.text for p in reading.pieces if p.kind == PieceKind.HEADING] == [f"{n} {t}" for n, t in enumerate(titles, 1)]
