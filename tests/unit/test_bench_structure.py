@@ -2,7 +2,7 @@
 
 import pytest
 
-from kb_dev.bench.structure import Document, _union_area, highlighted_shares, real_sections
+from kb_dev.bench.structure import Document, _union_area, headless_table_chunks, highlighted_shares, real_sections
 
 
 def test_the_union_of_overlapping_boxes_counts_their_overlap_once():
@@ -64,3 +64,15 @@ def test_cer_is_reported_for_the_scans_thresholds_were_fitted_on_and_for_the_res
     assert table["en"]["ppocr_cer"] == 0.2 and table["en"]["pages"] == 3
     assert table["en fit"]["ppocr_cer"] == 0.1 and table["en rest"]["ppocr_cer"] == 0.3
     assert table["en rest"]["tesseract_cer"] == 0.05
+
+
+def test_a_table_row_counts_headless_only_in_a_chunk_on_its_tables_page():
+    # the xtable gallery prints one data frame in many tables: a row of page 2's table held by
+    # page 5's table chunk, under that table's own header, is not page 2's row without its header
+    row = ["6", "M", "HISPANIC", "43"]
+    chunks = [{"text": "| grade | sex | ethnicty | tlimth |\n| 6 | M | HISPANIC | 43 |", "pages": [2]},
+              {"text": "| A | B | C | D |\n| 6 | M | HISPANIC | 43 |", "pages": [5]},
+              {"text": "6 M HISPANIC 43, the first row, without its header", "pages": [2]}]
+    doc = _doc(chunks)
+    doc.tables = [(2, ["grade", "sex", "ethnicty", "tlimth"], [row])]
+    assert headless_table_chunks(doc) == (1, 2)

@@ -99,7 +99,7 @@ class Document:
     chunks: list[dict[str, Any]]  # {"text", "pages", "boxes", "kind"}, in order
     running: list[Line] = field(default_factory=list)  # from the (original's) text layer
     bodies: dict[int, str] = field(default_factory=dict)  # page -> its text without running lines
-    tables: list[tuple[list[str], list[list[str]]]] = field(default_factory=list)  # (header, body rows)
+    tables: list[tuple[int, list[str], list[list[str]]]] = field(default_factory=list)  # (page, header, body rows)
     sizes: dict[int, tuple[float, float]] = field(default_factory=dict)  # page -> (width, height) in points
     set_aside: list[Line] = field(default_factory=list)  # what the reader took for running lines
     outline: list[str] | None = None  # the (original's) PDF outline titles; None: it has none
@@ -174,8 +174,8 @@ def outline_titles(path: Path) -> list[str] | None:
         return [title for _, title, _ in doc.get_toc(simple=True)] or None
 
 
-def ruled_table_rows(path: Path) -> list[tuple[list[str], list[list[str]]]]:
-    """(header, body rows) of every table of the text layer: ruled grids and booktabs."""
+def ruled_table_rows(path: Path) -> list[tuple[int, list[str], list[list[str]]]]:
+    """(page, header, body rows) of every table of the text layer: ruled grids and booktabs."""
     import pymupdf
 
     from ocr_engine.api.tables import page_tables
@@ -186,7 +186,7 @@ def ruled_table_rows(path: Path) -> list[tuple[list[str], list[list[str]]]]:
             for table in page_tables(page):
                 rows = [[c for c in r] for r in table.rows or []]
                 if len(rows) >= 2:
-                    out.append((rows[0], rows[1:]))
+                    out.append((page.number + 1, rows[0], rows[1:]))
     return out
 
 
@@ -294,17 +294,19 @@ def _flat(text: str) -> str:
 
 
 def headless_table_chunks(doc: Document) -> tuple[int, int]:
-    """(chunks holding a table row without its header row, chunks holding a table row)."""
+    """(chunks holding a table row without its header row, chunks holding a table row). Only
+    chunks on the table's page count: the same row in another table elsewhere (the xtable
+    gallery prints one data frame in a dozen formats) is that table's row."""
     texts = [_flat(c["text"]) for c in doc.chunks]
     holding, headless = set(), set()
-    for header, rows in doc.tables:
+    for page, header, rows in doc.tables:
         head = "".join(_flat(c) for c in header)
         for row in rows:
             needle = "".join(_flat(c) for c in row)
             if len(needle) < 8 or sum(1 for c in row if c.strip()) < 2:
                 continue
             for i, text in enumerate(texts):
-                if needle in text:
+                if needle in text and page in doc.chunks[i]["pages"]:
                     holding.add(i)
                     if head and head not in text:
                         headless.add(i)
