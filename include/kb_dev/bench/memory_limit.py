@@ -89,15 +89,18 @@ class MemoryLimit:
 
 
 def evict_from_page_cache(folder: Path) -> int:
-    """Drop the clean cached pages of every file under ``folder`` (what an earlier run read
-    stays cached, charged to whoever read it first, and would be free to a limited process):
-    bytes of the files advised."""
+    """Drop the cached pages of every file under ``folder`` (what an earlier run read or wrote
+    stays cached, charged to whoever did it first, and would be free to a limited process):
+    bytes of the files advised. Each file is written back first: the kernel drops clean pages
+    only, and a file just written may not be (under load, a test's file stayed cached and its
+    limited reader never had to reclaim)."""
     advised = 0
     for file in folder.rglob("*"):
         if not file.is_file():
             continue
         fd = os.open(file, os.O_RDONLY)
         try:
+            os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             advised += file.stat().st_size
         finally:
