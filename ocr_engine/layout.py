@@ -17,6 +17,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
+from functools import cached_property
 
 from ocr_engine.api.pages import Block
 from ocr_engine.api.tables import merged_spans, table_block
@@ -361,9 +362,11 @@ class _Table:
     rows: list[list[_Placed]]  # each row's cells, left to right
     spans: list[tuple[float, float]]  # each column's x extent, in the upright frame
 
+    @cached_property
     def cells(self) -> list[list[str]]:
         """The cells by row and column; a row with nothing in the first column continues the
-        row above it (a cell wrapped onto a second line)."""
+        row above it (a cell wrapped onto a second line). Read once: the finder counts the rows,
+        then the block is built from them."""
         out: list[list[str]] = []
         for row in self.rows:
             cells = [""] * len(self.spans)
@@ -382,7 +385,7 @@ class _Table:
 
     def block(self) -> Block:
         lines = [ln.line for row in self.rows for ln in row]
-        rows = self.cells()
+        rows = self.cells
         bbox = (min(ln.bbox[0] for ln in lines), min(ln.bbox[1] for ln in lines),
                 max(ln.bbox[2] for ln in lines), max(ln.bbox[3] for ln in lines))
         col_x = [bbox[0]] + [(a[1] + b[0]) / 2 for a, b in zip(self.spans, self.spans[1:])] + [bbox[2]]
@@ -429,7 +432,7 @@ def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
         if (end - i >= MIN_TABLE_ROWS and len(spans) >= 2 and not _list_markers(rows[i:end])
                 and (best is None or end - i > best[1] - best[0])):
             table = _Table(rows[i:end], _column_spans(rows[i:end]))  # the continued rows included
-            if len(table.cells()) >= MIN_TABLE_ROWS:
+            if len(table.cells) >= MIN_TABLE_ROWS:
                 best = (i, end, table)
         i = end
     return best

@@ -179,15 +179,16 @@ def _table_parts(piece: Piece, count_tokens: CountTokens, limit: int) -> list[tu
     rows: list[Row] = []
     group: Row | None = None
     for row in piece.rows:
+        names_rows = _group_row(row.cells)
         above = [header, *([lead.cells] if lead else []), *[r.cells for r in rows + [row]]]
         if rows and count_tokens(table_markdown(above)) > limit:
-            if _group_row(rows[-1].cells):
+            if rows[-1] is group:
                 rows.pop()  # a group row goes with the rows it names, not alone at a slice's foot
             if rows:
                 slices.append((lead, rows))
-            lead, rows = (None if _group_row(row.cells) else group), []
+            lead, rows = (None if names_rows else group), []
         rows.append(row)
-        if _group_row(row.cells):
+        if names_rows:
             group = row
     if rows:
         slices.append((lead, rows))

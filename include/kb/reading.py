@@ -544,7 +544,7 @@ def _is_caption(piece: Piece) -> bool:
     return piece.kind == PieceKind.TEXT and len(piece.text) <= _CAPTION_CHARS and bool(_TABLE_CAPTION.match(piece.text))
 
 
-def _caption_candidates(pieces: list[Piece], t: int, step: int) -> int | None:
+def _caption_beside(pieces: list[Piece], t: int, step: int) -> int | None:
     """The nearest caption on the table's page, above (``step`` -1) or below (+1) it, with no
     heading or other table between."""
     page = pieces[t].first_page if step < 0 else pieces[t].last_page
@@ -562,7 +562,7 @@ def _caption_tables(pieces: list[Piece]) -> None:
     where tables with a caption on one side only have it; above when none tells), and a
     caption goes to one table only."""
     tables = [i for i, p in enumerate(pieces) if p.kind == PieceKind.TABLE]
-    near = {t: (_caption_candidates(pieces, t, -1), _caption_candidates(pieces, t, +1)) for t in tables}
+    near = {t: (_caption_beside(pieces, t, -1), _caption_beside(pieces, t, +1)) for t in tables}
     only_below = sum(1 for above, below in near.values() if below is not None and above is None)
     only_above = sum(1 for above, below in near.values() if above is not None and below is None)
     order = (1, 0) if only_below > only_above else (0, 1)

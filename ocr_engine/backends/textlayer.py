@@ -142,11 +142,13 @@ def extract_page(page: pymupdf.Page) -> PageResult:
     raw: list[tuple[tuple[float, float, float, float], str, float]] = []
     sizes: list[float] = []
     for b in data["blocks"]:
+        if b.get("type") != 0:
+            continue
         # A table's words are in its cells. Lines, not whole blocks, are left out: MuPDF can put
         # a caption under a table's last rule in the block of its last rows (chfls1 p.8 lost
         # "Table 4: ..." and "Table 5: ..." that way).
-        kept = [ln for ln in b.get("lines", ()) if not any(_inside(ln["bbox"], t) for t in tables)]
-        if b.get("type") != 0 or not kept:
+        kept = [ln for ln in b["lines"] if not any(_inside(ln["bbox"], t) for t in tables)]
+        if not kept:
             continue
         for bbox, lines in _set_apart(kept, page.rect.height):
             texts, block_size = [], 0.0

@@ -298,6 +298,10 @@ def headless_table_chunks(doc: Document) -> tuple[int, int]:
     chunks on the table's page count: the same row in another table elsewhere (the xtable
     gallery prints one data frame in a dozen formats) is that table's row."""
     texts = [_flat(c["text"]) for c in doc.chunks]
+    on_page: dict[int, list[int]] = {}
+    for i, c in enumerate(doc.chunks):
+        for p in c["pages"]:
+            on_page.setdefault(p, []).append(i)
     holding, headless = set(), set()
     for page, header, rows in doc.tables:
         head = "".join(_flat(c) for c in header)
@@ -305,10 +309,10 @@ def headless_table_chunks(doc: Document) -> tuple[int, int]:
             needle = "".join(_flat(c) for c in row)
             if len(needle) < 8 or sum(1 for c in row if c.strip()) < 2:
                 continue
-            for i, text in enumerate(texts):
-                if needle in text and page in doc.chunks[i]["pages"]:
+            for i in on_page.get(page, ()):
+                if needle in texts[i]:
                     holding.add(i)
-                    if head and head not in text:
+                    if head and head not in texts[i]:
                         headless.add(i)
     return len(headless), len(holding)
 
