@@ -157,8 +157,9 @@ def open_embedded(p: PipelineSettings | None = None, s: StoreSettings | None = N
 
 class LogWriter:
     """What index tasks write with: rows of the log (``StoreWriter``). ``together`` makes the
-    writes inside it one row; each row is waited for until a live replica has applied it (at
-    most ``visible_timeout_s``), so a task that records a document indexed has it searchable."""
+    writes inside it one row; each row is waited for until every live replica that answers
+    queries has applied it (at most ``visible_timeout_s``), so a task that records a document
+    indexed, or deleted, has it so in every answer."""
 
     def __init__(self, oplog: OpLog, s: StoreSettings) -> None:
         self.log, self.settings = oplog, s

@@ -142,12 +142,17 @@ class OpLog:
                                 "collection name (KB_COLLECTION) or re-index")
 
     def wait_applied(self, seq: int, timeout_s: float, poll_s: float = 0.05) -> bool:
-        """Wait until a live replica has applied row ``seq`` (it is searchable). False at once
-        when no replica runs (the row waits in the log for the next one), or after the timeout."""
+        """Wait until every live replica that answers queries has applied row ``seq``: then it
+        is searchable, and a deleted document is gone, whichever copy the service asks. (It
+        used to return when one copy had: the next query could go to the other, a tenth of a
+        second behind, and read a document just deleted.) A copy building HNSW is not asked
+        and not waited for; it catches up before it answers again. False at once when no
+        replica runs (the row waits in the log for the next one), or after the timeout."""
         deadline = time.monotonic() + timeout_s
         while True:
             live = [r for r in self.replicas() if r.alive()]
-            if any(r.applied >= seq for r in live):
+            answering = [r for r in live if not r.optimizing] or live
+            if live and all(r.applied >= seq for r in answering):
                 return True
             if not live or time.monotonic() >= deadline:
                 return False
