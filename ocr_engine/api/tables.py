@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import re
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from ocr_engine.api.pages import Block
 
@@ -76,7 +76,20 @@ def _rules(page: pymupdf.Page) -> tuple[list[tuple[float, float, float]], list[t
                 elif w > 8 and h > 4 and stroked:
                     horizontal += [(y0, x0, x1), (y1, x0, x1)]
                     vertical += [(x0, y0, y1), (x1, y0, y1)]
-    return horizontal, vertical
+    return _joined(horizontal), _joined(vertical)
+
+
+def _joined(rules: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
+    """Rules on one line whose ends meet, as one rule. Some tables draw each row's stretch of
+    a column rule as a segment of its own (xtable's ``|`` columns): the segments touch the
+    horizontal rules only at the header, so the rows below would fall out of the grid."""
+    out: list[list[float]] = []
+    for at, a, b in sorted(rules, key=lambda r: (round(r[0]), r[1])):
+        if out and abs(at - out[-1][0]) < _RULE and a <= out[-1][2] + 2:
+            out[-1][2] = max(out[-1][2], b)
+        else:
+            out.append([at, a, b])
+    return [(at, a, b) for at, a, b in out]
 
 
 def _boundaries(values: list[float]) -> list[float]:
@@ -133,25 +146,91 @@ def page_tables(page: pymupdf.Page) -> list[Block]:
 
 def ruled_tables(page: pymupdf.Page, grids: list[tuple[list[float], list[float]]] | None = None) -> list[Block]:
     """Tables drawn with rules, in page coordinates as MuPDF reads them (unrotated); a grid
-    counts as a table when its words fill at least two columns and two rows."""
+    counts as a table when its words fill at least two columns and two rows.
+
+    Rules need not bound every row or column: rows set between two rules without a rule
+    of their own (a header rule, then ten rows, then the bottom rule) are told apart by their
+    lines, and columns sharing a ruled cell by the empty strips between their words, as in a
+    booktabs table (``_row_lines``, ``_sub_columns``)."""
     grids = _grids(page) if grids is None else grids
     words = page.get_text("words") if grids else []
     bottom = page.mediabox.y1  # some documents draw a long table on past the page's end
     tables = []
     for col_x, row_y in grids:
-        cells: dict[tuple[int, int], list[str]] = {}
+        bands: dict[int, list] = {}
         for w in words:
             cx, cy = (w[0] + w[2]) / 2, (w[1] + w[3]) / 2
             if col_x[0] <= cx <= col_x[-1] and row_y[0] <= cy <= row_y[-1]:
-                key = (bisect.bisect(row_y, cy) - 1, bisect.bisect(col_x, cx) - 1)
-                cells.setdefault(key, []).append(w[4])
-        if len({c for _, c in cells}) < 2 or len({r for r, _ in cells}) < 2:
+                bands.setdefault(bisect.bisect(row_y, cy) - 1, []).append(w)
+        column = lambda w: bisect.bisect(col_x, (w[0] + w[2]) / 2) - 1  # noqa: E731
+        used = sorted(bands)  # rows without words are rule pairs, not rows
+        if len(used) < 1 or len({column(w) for ws in bands.values() for w in ws}) < 2:
             continue
-        used = sorted({r for r, _ in cells})  # rows without words are rule pairs, not rows
-        rows = [[" ".join(cells.get((r, c), [])) for c in range(len(col_x) - 1)] for r in used]
-        bounds = [row_y[r] for r in used] + [min(row_y[used[-1] + 1], bottom)]
-        tables.append(table_block(rows, (col_x[0], bounds[0], col_x[-1], bounds[-1]), col_x, bounds))
+        rows, tops = [], []
+        for i, r in enumerate(used):
+            # The first of several ruled bands is the header, whatever its number of lines.
+            for n, line in enumerate([bands[r]] if i == 0 and len(used) > 1 else _row_lines(bands[r], column)):
+                rows.append(line)
+                tops.append(row_y[r] if n == 0 else min(w[1] for w in line) - 1)
+        if len(rows) < 2:
+            continue
+        cols = [_sub_columns([[w for w in row if column(w) == c] for row in rows[1:]])
+                for c in range(len(col_x) - 1)]
+        cells = [[cell for c, spans in enumerate(cols) for cell in _cells([w for w in row if column(w) == c], spans)]
+                 for row in rows]
+        xs = [col_x[0]]
+        for c, spans in enumerate(cols):
+            xs += [(a[1] + b[0]) / 2 for a, b in zip(spans, spans[1:])] + [col_x[c + 1]]
+        if not _filled(cells):
+            continue
+        bounds = tops + [min(row_y[used[-1] + 1], bottom)]
+        tables.append(table_block(cells, (col_x[0], bounds[0], col_x[-1], bounds[-1]), xs, bounds))
     return tables
+
+
+def _filled(rows: list[list[str]]) -> bool:
+    """Whether half the columns or more hold words in half the rows or more. Rules that
+    cross in a figure (a plot's axes and curves, a diagram's boxes) make grids too, with a
+    label here and there: 2 of 9 columns filled on fitdistrplus' plots, where a table of
+    the corpus fills most of its columns."""
+    filled = sum(1 for c in range(len(rows[0])) if sum(1 for r in rows if r[c].strip()) * 2 >= len(rows))
+    return filled * 2 >= len(rows[0])
+
+
+def _row_lines(words: list, column: Callable[[tuple], int]) -> list[list]:
+    """The words of one ruled row as the table's rows: one per line when two lines or more
+    fill two columns or more (rows no rule separates), else the whole band (a cell's text
+    wrapped over lines). A line filling one column only goes on the row above it."""
+    lines = _visual_lines(words)
+    first = min(column(w) for w in lines[0])  # a row's label column: a wrapped cell's line leaves it empty
+    filled = [len({column(w) for w in line}) >= 2 and any(column(w) == first for w in line) for line in lines]
+    if sum(filled) < 2:
+        return [words]
+    rows: list[list] = []
+    for line, full in zip(lines, filled):
+        if rows and not full:
+            rows[-1] += line
+        else:
+            rows.append(list(line))
+    return rows
+
+
+def _sub_columns(rows: list[list]) -> list[tuple[float, float]]:
+    """The columns standing in one ruled column, from its words in the body rows: the
+    merged spans of their cells when three rows or more fill it and the spans are two or
+    more (xtable's ``|rr|l|``: the row names and the first column share a cell); [] for a
+    ruled column that holds one."""
+    filled = [_segments(ws) for ws in rows if ws]
+    if len(filled) < 3 or not all(len(_visual_lines(ws)) == 1 for ws in rows if ws):
+        return []
+    spans = _spans(filled)
+    return spans if len(spans) >= 2 else []
+
+
+def _cells(words: list, spans: list[tuple[float, float]]) -> list[str]:
+    if not spans:
+        return [" ".join(w[4] for w in words)]
+    return _assign(_segments(words), spans)
 
 
 # --- tables drawn with horizontal rules only (LaTeX's booktabs, many word processors' styles) --

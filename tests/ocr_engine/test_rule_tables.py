@@ -1,4 +1,5 @@
-"""Tables set between horizontal rules only (booktabs), read from the text layer."""
+"""Tables read from the text layer: set between horizontal rules only (booktabs), or ruled
+in part (rules around the header and the whole, none between the rows)."""
 
 import pymupdf
 
@@ -108,3 +109,65 @@ def test_a_caption_that_mupdf_puts_in_the_block_of_the_last_rows_is_kept():
     texts = [b.text for b in extract_page(page).blocks if b.type != "table"]
     assert texts == ["Table 2: Flow rates of the pumps at rated speed, measured on the stand. "
                      "Each pump was run for an hour first."]
+
+
+# --- ruled in part: xtable's "|rr|l|lr|" (rules at the top, under the header and at the bottom;
+# column rules drawn a row's height at a time; no rule between the rows or inside a ruled cell)
+
+TLI = [["", "grade", "sex", "disadvg", "ethnicty", "tlimth"],
+       ["1", "6", "M", "YES", "HISPANIC", "43"], ["2", "7", "M", "NO", "BLACK", "88"],
+       ["3", "5", "F", "YES", "HISPANIC", "34"], ["4", "3", "M", "YES", "HISPANIC", "65"]]
+
+
+def _partly_ruled(page: pymupdf.Page, top: float = 120) -> None:
+    xs, rules, step = (75, 110, 150, 190, 250, 330), (72, 142, 182, 245, 372), 12
+    for y in (top, top + step, top + step * len(TLI)):
+        page.draw_line((rules[0], y), (rules[-1], y), width=0.4)
+    for r, row in enumerate(TLI):
+        for x in rules:  # each row's stretch of a column rule is a segment of its own
+            page.draw_line((x, top + r * step), (x, top + (r + 1) * step), width=0.4)
+        for x, cell in zip(xs, row):
+            page.insert_text((x, top + r * step + 9), cell, fontsize=9)
+
+
+def test_a_table_ruled_only_around_its_header_has_a_row_per_line_and_a_column_per_strip():
+    page = _page(_partly_ruled)
+    [table] = _tables(page)
+    assert table.rows == TLI
+    assert len(table.col_x) == len(TLI[0]) + 1 and len(table.row_y) == len(TLI) + 1
+    assert table.row_y == sorted(table.row_y)
+
+
+def test_a_ruled_cell_wrapped_over_two_lines_stays_one_row():
+    # debmake-doc p.68: two cells of a row wrap, the first column's does not
+    rows = [["path", "i386", "amd64"], ["/usr/include/", "/usr/include/i386-linux-gnu/pkg", "/usr/include/x86_64/pkg"],
+            ["", "name/", "name/"], ["/usr/lib/", "/usr/lib/i386-linux-gnu/", "/usr/lib/x86_64-linux-gnu/"]]
+
+    def draw(page):
+        xs, top, step = (72, 180, 340, 520), 100, 14
+        for y in (top, top + step, top + 3 * step, top + 4 * step):  # no rule between a row's two lines
+            page.draw_line((xs[0], y), (xs[-1], y), width=0.5)
+        for x in xs:
+            page.draw_line((x, top), (x, top + 4 * step), width=0.5)
+        for r, row in enumerate(rows):
+            for x, cell in zip(xs, row):
+                page.insert_text((x + 3, top + r * step + 10), cell, fontsize=9)
+
+    [table] = _tables(_page(draw))
+    assert table.rows == [rows[0], ["/usr/include/", "/usr/include/i386-linux-gnu/pkg name/", "/usr/include/x86_64/pkg name/"],
+                          rows[3]]
+
+
+def test_a_plots_crossing_lines_with_a_label_here_and_there_are_not_a_table():
+    # fitdistrplus' CDF plots: axes, a frame, step curves, two legend labels
+    def draw(page):
+        page.draw_rect((100, 100, 400, 300), width=0.5)
+        for i in range(1, 9):
+            x, y = 100 + 35 * i, 300 - 24 * i
+            page.draw_line((x - 35, y + 24), (x - 35, y), width=0.5)
+            page.draw_line((x - 35, y), (x, y), width=0.5)
+        page.insert_text((330, 130), "lognormal", fontsize=8)
+        page.insert_text((330, 142), "MLE", fontsize=8)
+        page.insert_text((80, 310), "0.0", fontsize=8)
+
+    assert _tables(_page(draw)) == []
