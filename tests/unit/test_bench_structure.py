@@ -76,3 +76,22 @@ def test_a_table_row_counts_headless_only_in_a_chunk_on_its_tables_page():
     doc = _doc(chunks)
     doc.tables = [(2, ["grade", "sex", "ethnicty", "tlimth"], [row])]
     assert headless_table_chunks(doc) == (1, 2)
+
+
+def test_a_row_is_matched_within_one_line_and_under_any_header_of_its_page_that_holds_it():
+    row = ["9", "6", "M NO WHITE"]
+    # xtableGallery p.17: "| 8 | BLACK 79 |" then "| 6 | M NO WHITE |" read as the row "9 6 M NO WHITE"
+    # when the chunk was flattened whole
+    doc = _doc([{"text": "| age | sex |\n| --- | --- |\n| 8 | BLACK 79 |\n| 6 | M NO WHITE |", "pages": [17]}])
+    doc.tables = [(17, ["grade", "sex"], [row])]
+    assert headless_table_chunks(doc) == (0, 0)
+    # one data frame printed twice on a page: its rows are held under either table's header
+    doc = _doc([{"text": "| age | sex |\n| --- | --- |\n| 9 | 6 | M NO WHITE |", "pages": [17]}])
+    doc.tables = [(17, ["grade", "sex"], [row]), (17, ["age", "sex"], [row])]
+    assert headless_table_chunks(doc) == (0, 1)
+    doc.tables = [(17, ["grade", "sex"], [row])]
+    assert headless_table_chunks(doc) == (1, 1)
+    # a header cell's pipe, escaped in the chunk's Markdown, is still the header
+    doc = _doc([{"text": "| Pr(>\\|t\\|) | form |\n| --- | --- |\n| 9 | 6 | M NO WHITE |", "pages": [17]}])
+    doc.tables = [(17, ["Pr(>|t|)", "form"], [row])]
+    assert headless_table_chunks(doc) == (0, 1)

@@ -289,31 +289,36 @@ def running_left_inside(doc: Document) -> list[Line]:
 
 
 def _flat(text: str) -> str:
-    """Text as a table row is compared: no whitespace, no pipe-table syntax."""
-    return re.sub(r"[|\-:]", "", normalise(text))
+    """Text as a table row is compared: no whitespace, no pipe-table syntax (a cell's escaped \\| included)."""
+    return re.sub(r"[|\\\-:]", "", normalise(text))
 
 
 def headless_table_chunks(doc: Document) -> tuple[int, int]:
     """(chunks holding a table row without its header row, chunks holding a table row). Only
-    chunks on the table's page count: the same row in another table elsewhere (the xtable
-    gallery prints one data frame in a dozen formats) is that table's row."""
-    texts = [_flat(c["text"]) for c in doc.chunks]
+    chunks on the table's page count, and a row is matched within one line of a chunk (a
+    table chunk's row, a text chunk's paragraph): flattened whole, the end of one row and the
+    start of the next read as a third ("... 79 |" + "| 6 M NO WHITE 88" holds "9 6 M NO WHITE
+    88"). A row that two tables of the page share (the xtable gallery prints one data frame
+    in a dozen formats) is held with its header when either table's header is there."""
+    texts = ["\n".join(_flat(line) for line in c["text"].splitlines()) for c in doc.chunks]
     on_page: dict[int, list[int]] = {}
     for i, c in enumerate(doc.chunks):
         for p in c["pages"]:
             on_page.setdefault(p, []).append(i)
-    holding, headless = set(), set()
+    heads: dict[tuple[int, str], set[str]] = {}  # (page, row) -> the headers it stands under
     for page, header, rows in doc.tables:
         head = "".join(_flat(c) for c in header)
         for row in rows:
             needle = "".join(_flat(c) for c in row)
-            if len(needle) < 8 or sum(1 for c in row if c.strip()) < 2:
-                continue
-            for i in on_page.get(page, ()):
-                if needle in texts[i]:
-                    holding.add(i)
-                    if head and head not in texts[i]:
-                        headless.add(i)
+            if len(needle) >= 8 and sum(1 for c in row if c.strip()) >= 2:
+                heads.setdefault((page, needle), set()).add(head)
+    holding, headless = set(), set()
+    for (page, needle), under in heads.items():
+        for i in on_page.get(page, ()):
+            if needle in texts[i]:
+                holding.add(i)
+                if all(head and head not in texts[i] for head in under):
+                    headless.add(i)
     return len(headless), len(holding)
 
 
