@@ -413,6 +413,14 @@ def _list_markers(rows: list[list[_Placed]]) -> bool:
     return sum(1 for t in firsts if _MARKER.match(t)) * 2 > len(firsts)
 
 
+def _close(rows: list[list[_Placed]], i: int) -> bool:
+    """Whether row ``i`` starts within a line's height of the row above: a cell's wrapped
+    line does; the page number under a table at the foot of the page does not (xtableGallery's
+    scan, pp.10, 19 and 27, had it read into the table's last row)."""
+    above = max(ln.bbox[3] for ln in rows[i - 1])
+    return min(ln.bbox[1] for ln in rows[i]) - above < max(ln.height for ln in rows[i])
+
+
 def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
     """The longest stretch of ``rows`` (first, end) that is a table: rows of two cells or more
     whose cells line up in two columns or more, with the one-cell rows inside it that continue
@@ -427,7 +435,7 @@ def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
         while end < len(rows) and len(rows[end]) >= 2:
             end += 1
         spans = _column_spans(rows[i:end])
-        while end < len(rows) and len(rows[end]) == 1 and rows[end][0].bbox[0] > spans[0][1]:
+        while end < len(rows) and len(rows[end]) == 1 and rows[end][0].bbox[0] > spans[0][1] and _close(rows, end):
             end += 1  # wrapped text of a cell right of the first column
         if (end - i >= MIN_TABLE_ROWS and len(spans) >= 2 and not _list_markers(rows[i:end])
                 and (best is None or end - i > best[1] - best[0])):

@@ -171,3 +171,18 @@ def test_two_lines_side_by_side_are_a_label_and_its_value_not_a_table():
     blocks, _ = to_blocks([line(60, 100, 150, "Author:"), line(200, 100, 400, "J. Smith"),
                            line(60, 116, 150, "Date:"), line(200, 116, 400, "2024")], W)
     assert "table" not in {b.type for b in blocks}
+
+
+def test_the_page_number_under_a_table_at_the_pages_foot_is_not_a_cell_of_its_last_row():
+    # xtableGallery's scan, p.10: the folio centred at the foot, under a table in the left half,
+    # was read as wrapped text of the table's last row
+    table = [line(90, 600, 130, "grade"), line(160, 600, 190, "sex"), line(250, 600, 300, "tlimth")]
+    for i in range(3):
+        y = 616 + 16 * i
+        table += [line(110, y, 130, f"{i + 1}"), line(170, y, 185, "M"), line(280, y, 300, f"{40 + i}")]
+    text = [line(90, 560, 500, "The first rows of the data frame, printed with the default alignment."),
+            line(90, 574, 200, "tli.table")]
+    folio = line(293, 780, 303, "10")
+    blocks, _ = to_blocks(text + table + [folio], W)
+    assert [b.type for b in blocks] == ["text", "table", "text"] and blocks[2].text == "10"
+    assert blocks[1].rows[-1] == ["3", "M", "42"]
