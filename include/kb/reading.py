@@ -215,6 +215,7 @@ def _mask(text: str) -> str:
     return re.sub(r"\d+", "#", "".join(c for c in text if c.isalnum()))
 
 
+_SECTION_NUMBER = re.compile(r"^\s*\d+(?:\.\d+)+\.?\s+\S")  # "5.4 Suppress ...", "2.5. DEBIAN 文档"
 _ENDS = 8  # masked characters at either end that two running titles of one height share
 
 
@@ -316,11 +317,20 @@ def _at_running_height(edges: list[_Edge], pages: list[_Page], least: int) -> se
             if len(m) >= _ENDS:
                 pages_by_end.setdefault(("begins", m[:_ENDS]), set()).add(o.page)
                 pages_by_end.setdefault(("ends", m[-_ENDS:]), set()).add(o.page)
+        pages_by_text: dict[str, set[int]] = {}
+        for o in near:
+            pages_by_text.setdefault(masks[o.key], set()).add(o.page)
         for e in members:
             m = masks[e.key]
             if len(m) < _ENDS:
                 continue
-            alike = (pages_by_end[("begins", m[:_ENDS])] | pages_by_end[("ends", m[-_ENDS:])]) - {e.page}
+            begins, ends = (pages_by_end[(end, part)] - {e.page} for end, part in (("begins", m[:_ENDS]), ("ends", m[-_ENDS:])))
+            # A numbered section's heading starting its page, found once in the document,
+            # may end like the headings starting other pages ("5.4 Suppress row/column names",
+            # "5.5 Rotate row/column names": xtableGallery lost them); a running title with a
+            # section's number comes back whole on the section's other pages.
+            once = len(pages_by_text[m]) == 1 and _SECTION_NUMBER.match(e.text)
+            alike = begins if once else begins | ends
             if len(alike) >= least - 1:
                 found.add(e.key)
     return found

@@ -341,3 +341,21 @@ def test_a_section_heading_numbered_as_its_page_is_not_a_running_line():
     reading = read_document(stored(pages))
     assert sorted(r.text for r in reading.running) == ["1", "2", "3", "4", "5"]
     assert [p.text for p in reading.pieces if p.kind == PieceKind.HEADING] == [f"{n} {t}" for n, t in enumerate(titles, 1)]
+
+
+def test_numbered_headings_starting_pages_that_end_alike_are_not_running_titles():
+    # xtableGallery pp.16-18: "5.4 Suppress row/column names" and "5.5 Rotate row/column names",
+    # in the body's type, each start a page and end alike; a running title with a section's
+    # number ("2.5. Debian documents") comes back whole on the section's other pages
+    tops = ["5.3 Number of digits", "5.4 Suppress row/column names", "Long tables", "5.5 Rotate row/column names",
+            "5.6 Horizontal lines", "5.7 Align row/column names"]
+    pages = [{"page": n, "width": 600, "height": 800, "markdown": "", "blocks": [
+        block(top, (60, 60, 300, 72)),
+        block(f"The body of page {n} sets a table in one of the gallery's styles and says so.", (60, 100, 520, 130)),
+        block(str(n), (295, 760, 305, 770))]} for n, top in enumerate(tops, 1)]
+    reading = read_document(stored(pages))
+    assert sorted(r.text for r in reading.running) == [str(n) for n in range(1, 7)]
+    for page in pages[::2]:
+        page["blocks"][0]["text"] = "2.5. Debian documents"
+    reading = read_document(stored(pages))
+    assert "2.5. Debian documents" in {r.text for r in reading.running}
