@@ -31,6 +31,14 @@ def test_a_section_counts_when_the_outline_holds_it_numbers_aside():
     assert real_sections(_doc(chunks)) == (0, 0)  # no outline: not counted
 
 
+def test_an_axis_label_or_a_stray_letter_is_not_a_part_of_every_title():
+    outline = ["Manual", "2 Setup", "2.1 Installing the pump"]
+    labels = ["0.04", "s", "2", "Installing the pump on its base", "Installing"]
+    chunks = [{"text": "a", "section": f"Manual / {label}"} for label in labels]
+    # only the label that holds a whole title counts; "Installing" (10 characters) is a part of one
+    assert real_sections(_doc(chunks, outline=outline)) == (2, 5)
+
+
 def test_a_chunk_ending_open_at_a_page_break_counts_whatever_the_next_starts_with():
     from kb_dev.bench.structure import mid_sentence_cuts, open_at_page_break
 
