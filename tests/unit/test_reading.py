@@ -359,3 +359,16 @@ def test_numbered_headings_starting_pages_that_end_alike_are_not_running_titles(
         page["blocks"][0]["text"] = "2.5. Debian documents"
     reading = read_document(stored(pages))
     assert "2.5. Debian documents" in {r.text for r in reading.running}
+
+
+def test_a_line_ocr_found_tall_is_a_heading_only_when_it_reads_as_one():
+    # fitdistrplus' scanned plots ("8:0", "-0.20"), a formula on the exam's scan ("(π)")
+    def ocr_heading(text, y):
+        return {**block(text, (60, y, 400, y + 14), "heading"), "lines": [[60, y, 400, y + 14, len(text)]]}
+
+    tall = ["2.3 aov", "8:0", "-0.20", "(π)", "s"]
+    pages = [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": [
+        ocr_heading(text, 60 + 40 * i) for i, text in enumerate(tall)] + [
+        {**block("1", (60, 300, 80, 340), "heading")}]}]  # the text layer's heading: its font size says so
+    reading = read_document(stored(pages))
+    assert [p.text for p in reading.pieces if p.kind == PieceKind.HEADING] == ["2.3 aov", "1"]
