@@ -323,19 +323,19 @@ def _at_running_height(edges: list[_Edge], pages: list[_Page], least: int) -> se
         # The pages near this height by how their line begins and ends: one pass over the
         # lines, not one per pair (a 1,000-page document has about a thousand at one height).
         pages_by_end: dict[tuple[str, str], set[int]] = {}
+        pages_by_text: dict[str, set[int]] = {}
         for o in near:
             m = masks[o.key]
+            pages_by_text.setdefault(m, set()).add(o.page)
             if len(m) >= _ENDS:
                 pages_by_end.setdefault(("begins", m[:_ENDS]), set()).add(o.page)
                 pages_by_end.setdefault(("ends", m[-_ENDS:]), set()).add(o.page)
-        pages_by_text: dict[str, set[int]] = {}
-        for o in near:
-            pages_by_text.setdefault(masks[o.key], set()).add(o.page)
         for e in members:
             m = masks[e.key]
             if len(m) < _ENDS:
                 continue
-            begins, ends = (pages_by_end[(end, part)] - {e.page} for end, part in (("begins", m[:_ENDS]), ("ends", m[-_ENDS:])))
+            begins = pages_by_end[("begins", m[:_ENDS])] - {e.page}
+            ends = pages_by_end[("ends", m[-_ENDS:])] - {e.page}
             # A numbered section's heading starting its page, found once in the document,
             # may end like the headings starting other pages ("5.4 Suppress row/column names",
             # "5.5 Rotate row/column names": xtableGallery lost them); a running title with a

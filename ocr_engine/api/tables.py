@@ -164,7 +164,7 @@ def ruled_tables(page: pymupdf.Page, grids: list[tuple[list[float], list[float]]
                 bands.setdefault(bisect.bisect(row_y, cy) - 1, []).append(w)
         column = lambda w: bisect.bisect(col_x, (w[0] + w[2]) / 2) - 1  # noqa: E731
         used = sorted(bands)  # rows without words are rule pairs, not rows
-        if len(used) < 1 or len({column(w) for ws in bands.values() for w in ws}) < 2:
+        if not used or len({column(w) for ws in bands.values() for w in ws}) < 2:
             continue
         rows, tops = [], []
         for i, r in enumerate(used):
@@ -174,10 +174,9 @@ def ruled_tables(page: pymupdf.Page, grids: list[tuple[list[float], list[float]]
                 tops.append(row_y[r] if n == 0 else min(w[1] for w in line) - 1)
         if len(rows) < 2:
             continue
-        cols = [_sub_columns([[w for w in row if column(w) == c] for row in rows[1:]])
-                for c in range(len(col_x) - 1)]
-        cells = [[cell for c, spans in enumerate(cols) for cell in _cells([w for w in row if column(w) == c], spans)]
-                 for row in rows]
+        by_column = [[[w for w in row if column(w) == c] for c in range(len(col_x) - 1)] for row in rows]
+        cols = [_sub_columns([row[c] for row in by_column[1:]]) for c in range(len(col_x) - 1)]
+        cells = [[cell for ws, spans in zip(row, cols) for cell in _cells(ws, spans)] for row in by_column]
         xs = [col_x[0]]
         for c, spans in enumerate(cols):
             xs += [(a[1] + b[0]) / 2 for a, b in zip(spans, spans[1:])] + [col_x[c + 1]]
