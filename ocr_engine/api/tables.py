@@ -141,7 +141,19 @@ def page_tables(page: pymupdf.Page) -> list[Block]:
     """Every table of the page, top to bottom: ruled grids, then those set between
     horizontal rules only (booktabs), in page coordinates as MuPDF reads them (unrotated)."""
     grids = _grids(page)
-    return sorted(ruled_tables(page, grids) + rule_tables(page, grids), key=lambda t: (t.bbox[1], t.bbox[0]))
+    tables = ruled_tables(page, grids) + rule_tables(page, grids)
+    return sorted(_one_of_each(tables), key=lambda t: (t.bbox[1], t.bbox[0]))
+
+
+def _one_of_each(tables: list[Block]) -> list[Block]:
+    """A table found twice, once by the frame drawn round it and once by its own rules (an
+    example's output boxed beside its source, lshort-zh-cn p.40), kept once: as the inner,
+    tighter one, whose box is what a hit highlights."""
+    def within(a: Block, b: Block) -> bool:
+        return b.bbox[0] <= a.bbox[0] and b.bbox[1] <= a.bbox[1] and a.bbox[2] <= b.bbox[2] and a.bbox[3] <= b.bbox[3]
+
+    return [t for t in tables
+            if not any(o is not t and o.rows == t.rows and within(o, t) and o.bbox != t.bbox for o in tables)]
 
 
 def ruled_tables(page: pymupdf.Page, grids: list[tuple[list[float], list[float]]] | None = None) -> list[Block]:

@@ -171,3 +171,16 @@ def test_a_plots_crossing_lines_with_a_label_here_and_there_are_not_a_table():
         page.insert_text((80, 310), "0.0", fontsize=8)
 
     assert _tables(_page(draw)) == []
+
+
+def test_a_table_boxed_in_a_frame_is_one_table_the_inner_one():
+    """An example's output shown in a framed box (lshort-zh-cn p.40): the frame's rectangle is
+    a grid round the table, and the table's own rules another; it was read twice, so two
+    chunks of the same rows took two of a search's five places."""
+    def draw(page):
+        page.draw_rect((60, 100, 480, 230), width=0.6)  # the frame
+        _booktabs(page, 120)
+
+    [table] = _tables(_page(draw))
+    assert table.rows == [HEADER, *BODY]
+    assert table.bbox[0] >= 72 and table.bbox[2] <= 460  # the table's own edges, not the frame's
