@@ -23,7 +23,10 @@ from ocr_engine.api.tables import table_markdown
 
 # Part of the index signature (``kb.pipeline.signature``): changing how documents are read
 # or chunked re-chunks every indexed document once, from its stored page results.
-CHUNKING_VERSION = "reader-3"  # 2: table chunks state their caption and group row; 3: numbered headings starting pages kept, tall OCR lines that do not read as headings are text
+# 2: table chunks state their caption and group row; 3: numbered headings starting pages kept,
+# tall OCR lines that do not read as headings are text; 4: a caption is never the end of a
+# sentence over a page break, and a table's part below a group row keeps its caption
+CHUNKING_VERSION = "reader-4"
 
 CountTokens = Callable[[str], int]
 

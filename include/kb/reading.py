@@ -406,6 +406,8 @@ _LOOK = 4  # blocks stepped over at a break: footnotes below the paragraph, figu
 # A table's caption: "Table 3: ...", "Table 2. ...", "Table 4 Results ...", "表 2-1 ...". Not "Table 1
 # shows ...", which is a sentence about the table, and only a paragraph short enough to be a caption.
 _TABLE_CAPTION = re.compile(r"^\s*(Table|Tab\.|表)\s*\d+(?:[.\-–]\d+)*(?:\s*[:：.．、]|\s+(?=[A-Z\u4e00-\u9fff])|\s*$)")
+_FLOAT_CAPTION = re.compile(r"^\s*(Table|Tab\.|表|Figure|Fig\.|图)\s*\d+(?:[.\-–]\d+)*"
+                            r"(?:\s*[:：.．、]|\s+(?=[A-Z\u4e00-\u9fff])|\s*$)")  # the same, of a table or a figure
 _CAPTION_CHARS = 300
 _CAPTION_REACH = 2  # pieces: a caption may stand apart from its table by a line of notes
 
@@ -561,8 +563,13 @@ def read_document(results: Sequence[PageResult]) -> Reading:
     return Reading(pieces, set_aside, joins)
 
 
+def _is_caption_text(text: str, figures: bool = False) -> bool:
+    pattern = _FLOAT_CAPTION if figures else _TABLE_CAPTION
+    return len(text) <= _CAPTION_CHARS and bool(pattern.match(text))
+
+
 def _is_caption(piece: Piece) -> bool:
-    return piece.kind == PieceKind.TEXT and len(piece.text) <= _CAPTION_CHARS and bool(_TABLE_CAPTION.match(piece.text))
+    return piece.kind == PieceKind.TEXT and _is_caption_text(piece.text)
 
 
 def _caption_beside(pieces: list[Piece], t: int, step: int) -> int | None:
@@ -588,13 +595,32 @@ def _caption_tables(pieces: list[Piece]) -> None:
     only_above = sum(1 for above, below in near.values() if above is not None and below is None)
     order = (1, 0) if only_below > only_above else (0, 1)
     taken: set[int] = set()
-    for t in tables:
+    for before, t in zip([None, *tables], tables):
+        if before is not None and near[t][0] is None and pieces[before].caption and _goes_on(pieces, before, t):
+            pieces[t].caption = pieces[before].caption  # its part below a group row: not the next table's caption
+            continue
         for side in order:
             k = near[t][side]
             if k is not None and k not in taken:
                 pieces[t].caption = " ".join(pieces[k].text.split())
                 taken.add(k)
                 break
+
+
+def _goes_on(pieces: list[Piece], before: int, t: int) -> bool:
+    """Table ``t`` is the part of table ``before`` below a group row set across the table
+    ("文本字体宏包", lshort-zh-cn p.76): the text finder ends a table at the rules around such a
+    row. On the same page, as many columns with the same outer edges, and between them only
+    short text (the group row, a line of notes)."""
+    a, b = pieces[before], pieces[t]
+    between = pieces[before + 1:t]
+    if a.last_page != b.first_page or len(between) > _CAPTION_REACH or not a.col_x or not b.col_x:
+        return False
+    if any(p.kind != PieceKind.TEXT or len(p.text) > _CAPTION_CHARS or _is_caption(p) for p in between):
+        return False
+    width = a.col_x[-1] - a.col_x[0]
+    return (len(a.col_x) == len(b.col_x)
+            and abs(a.col_x[0] - b.col_x[0]) <= 0.02 * width and abs(a.col_x[-1] - b.col_x[-1]) <= 0.02 * width)
 
 
 def _join_over_page_break(pieces: list[Piece], body: list[_Block], page: _Page) -> int | None:
@@ -634,7 +660,12 @@ def _continuation(candidate: Piece, body: list[_Block], page: int, stepped: bool
         if block.is_heading:
             return None
         label = k > 0 and _size(block.text) < _SHORT  # past a figure's first label, its others ("data in log scale")
-        if block.type == "text" and not label and _continues(candidate.text, block.text, strict=stepped or k > 0):
+        # A float's caption at the top of the page is stepped over, never joined: "...见表" and
+        # "表3.1: LATEX 表格列格式" (lshort-zh-cn p.40) read as one sentence, and the table
+        # below lost its caption.
+        caption = block.type == "text" and _is_caption_text(block.text, figures=True)
+        if block.type == "text" and not label and not caption \
+                and _continues(candidate.text, block.text, strict=stepped or k > 0):
             _extend(candidate, block, page)
             return k
         if block.type == "text" and _size(block.text) >= _SHORT and not _CAPTION.match(block.text):

@@ -372,3 +372,44 @@ def test_a_line_ocr_found_tall_is_a_heading_only_when_it_reads_as_one():
         {**block("1", (60, 300, 80, 340), "heading")}]}]  # the text layer's heading: its font size says so
     reading = read_document(stored(pages))
     assert [p.text for p in reading.pieces if p.kind == PieceKind.HEADING] == ["2.3 aov", "1"]
+
+
+def test_a_caption_at_the_top_of_the_next_page_is_its_tables_not_the_end_of_an_open_sentence():
+    # lshort-zh-cn p.39 ends "基本的列格式见表" (the "3.1。" after it in a block of its own);
+    # p.40 starts with the float it points to: "表3.1: LATEX 表格列格式", then the table
+    p1 = [block("tabular 环境使用⟨column-spec⟩参数指定表格的列数以及每列的格式。基本的列格式见表", (90, 720, 490, 740)),
+          block("3.1。", (72, 742, 95, 752))]
+    p2 = [block("表3.1: LATEX 表格列格式", (260, 86, 371, 98)),
+          {**table_block([["列格式", "说明"], ["l/c/r", "单元格内容左对齐"], ["|", "绘制竖线"]], (190, 109, 441, 188)),
+           "col_x": [190, 250, 441]},
+          block("\\begin{tabular}{lcr|p{6em}} \\hline left & center & right", (115, 214, 242, 251))]
+    pages = [{"page": 39, "width": 595, "height": 842, "markdown": "", "blocks": p1},
+             {"page": 40, "width": 595, "height": 842, "markdown": "", "blocks": p2}]
+    pieces = read_document(stored(pages)).pieces
+    assert pieces[0].text.endswith("基本的列格式见表") and pieces[0].pages == [39]
+    [table] = [p for p in pieces if p.kind == PieceKind.TABLE]
+    assert table.caption == "表3.1: LATEX 表格列格式"
+
+
+def test_the_part_of_a_table_below_a_group_row_keeps_the_tables_caption():
+    # lshort-zh-cn p.76: Table 5.4 in three groups, each under a row set across the table; the
+    # text finder ends a table at the rules round such a row
+    def part(rows, top, middle):
+        return {**table_block(rows, (128, top, 503, top + 15 * len(rows))), "col_x": [128, middle, 503]}
+
+    blocks = [block("表5.4: 常见的LATEX 字体宏包", (248, 195, 383, 207)), block("文本/数学字体搭配的宏包", (264, 220, 368, 230)),
+              part([["lmodern", "Latin Modern 字体"], ["cmbright", "仿Computer Modern 风格的无衬线字体"]], 233, 222),
+              block("文本字体宏包", (289, 449, 343, 458)),
+              block("以下字体包括传统的LATEX 字体格式以及TrueType / OpenType 格式。", (134, 465, 388, 475)),
+              part([["cm-unicode", "Computer Modern 风格的Unicode 字体"], ["inconsolata", "Inconsolata 开源等宽字体"]], 476, 207),
+              block("符号宏包", (298, 592, 334, 602)),
+              part([["mathabx", "数学符号宏包之一"], ["pifont", "Zapf Dingbats 符号宏包"]], 605, 201),
+              block("表5.5: 另一张表", (248, 680, 383, 690)),
+              {**table_block([["a", "b"], ["c", "d"]], (128, 700, 300, 740)), "col_x": [128, 200, 300]}]
+    pages = [{"page": 76, "width": 595, "height": 842, "markdown": "", "blocks": blocks}]
+    tables = [p for p in read_document(stored(pages)).pieces if p.kind == PieceKind.TABLE]
+    assert [t.caption for t in tables] == ["表5.4: 常见的LATEX 字体宏包"] * 3 + ["表5.5: 另一张表"]
+    # a table of other edges, after a caption-less table, is not its part
+    blocks[-2] = block("这张表没有标题。", (248, 680, 383, 690))
+    tables = [p for p in read_document(stored(pages)).pieces if p.kind == PieceKind.TABLE]
+    assert tables[-1].caption is None
