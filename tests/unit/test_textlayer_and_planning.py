@@ -25,6 +25,20 @@ def test_headings_become_markdown_headings():
     assert result.blocks[0].type == "heading"
 
 
+def test_a_line_with_a_few_words_set_large_is_not_a_heading():
+    # lshort-zh-cn p.73 shows "He likes {\\LARGE large and {\\small small} letters}": the line
+    # with its two large words was a level-1 heading, the title of every chunk after it
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 80), "Fonts and sizes", fontsize=14.4)
+    page.insert_textbox(pymupdf.Rect(72, 100, 520, 300), "The size commands change the type. " * 6, fontsize=10)
+    page.insert_text((72, 320), "He likes all the letters of the alphabet, both", fontsize=10)
+    page.insert_text((290, 320), "large and", fontsize=17.28)
+    page.insert_textbox(pymupdf.Rect(72, 330, 520, 400), "More text of the body follows here. " * 4, fontsize=10)
+    headings = [(b.level, b.text) for b in extract_range(doc, 1, 1)[0].blocks if b.type == "heading"]
+    assert headings == [(2, "Fonts and sizes")]
+
+
 def test_scanned_pages_are_told_apart_from_text_pages():
     scanned = pymupdf.open(stream=image_only_pdf(), filetype="pdf")
     text = pymupdf.open(stream=make_pdf(coded_pages("delta", 2)), filetype="pdf")
