@@ -25,7 +25,8 @@ from ocr_engine.api.tables import table_markdown
 # or chunked re-chunks every indexed document once, from its stored page results.
 # 2: table chunks state their caption and group row; 3: numbered headings starting pages kept,
 # tall OCR lines that do not read as headings are text; 4: a caption is never the end of a
-# sentence over a page break, and a table's part below a group row keeps its caption
+# sentence over a page break, a table's part below a group row keeps its caption, and a
+# section is labelled with the headings above it ("2 Gallery / 2.6 prcomp")
 CHUNKING_VERSION = "reader-4"
 
 CountTokens = Callable[[str], int]
@@ -213,14 +214,14 @@ def chunk_document(
     overlap_sentences: int = 1,
 ) -> list[Chunk]:
     chunks: list[Chunk] = []
-    section: str | None = None
+    sections: dict[int, str] = {}  # the headings a chunk falls under, by level: its section path
     title: str | None = None
     current = _Open()
 
     def section_label() -> str | None:
         # A heading the text layer got wrong can be a whole paragraph: the label is
         # clipped so that it never takes more than a quarter of a chunk.
-        label = " / ".join(x for x in (title, section) if x) or None
+        label = " / ".join(x for x in (title, *(sections[k] for k in sorted(sections))) if x) or None
         return _clip(label, count_tokens, max_tokens // 4) if label else None
 
     def budget() -> int:
@@ -254,9 +255,10 @@ def chunk_document(
             close(carry_overlap=False)
             current = _Open()
             if piece.level <= 1:
-                title, section = piece.text.strip(), None
-            else:
-                section = piece.text.strip()
+                title, sections = piece.text.strip(), {}
+            else:  # "2 Gallery / 2.6 prcomp": a subsection under its section, which it ends
+                sections = {k: v for k, v in sections.items() if k < piece.level}
+                sections[piece.level] = piece.text.strip()
             continue
         last_pages = current.units[-1].pages if current.units else set()
         if last_pages and piece.first_page > max(last_pages):

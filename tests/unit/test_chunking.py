@@ -25,6 +25,17 @@ def test_headings_split_chunks_and_label_them():
     assert "Grease" in chunks[1].text and "Bolt" not in chunks[1].text
 
 
+def test_a_subsection_is_labelled_with_the_section_it_falls_under():
+    pages = [
+        (1, "# The xtable Gallery\n\n## 2 Gallery\n\n### 2.5 glm\n\nA logistic model.\n\n### 2.6 prcomp\n\nLoadings."),
+        (2, "## 3 Helper functions\n\nAlignment and digits."),
+    ]
+    chunks = chunk_pages(pages, words, max_tokens=50)
+    assert [c.section for c in chunks] == ["The xtable Gallery / 2 Gallery / 2.5 glm",
+                                           "The xtable Gallery / 2 Gallery / 2.6 prcomp",
+                                           "The xtable Gallery / 3 Helper functions"]
+
+
 def test_a_page_break_closes_the_chunk_but_keeps_the_section():
     pages = [(1, "## Part\n\nFirst half of the story."), (2, "Second half of the story.")]
     chunks = chunk_pages(pages, words, max_tokens=50)
