@@ -405,9 +405,9 @@ _CAPTION = re.compile(r"^\s*(Figure|Fig\.|Table|Listing|图|表)\s*\d", re.IGNOR
 _LOOK = 4  # blocks stepped over at a break: footnotes below the paragraph, figure labels above its end
 # A table's caption: "Table 3: ...", "Table 2. ...", "Table 4 Results ...", "表 2-1 ...". Not "Table 1
 # shows ...", which is a sentence about the table, and only a paragraph short enough to be a caption.
-_TABLE_CAPTION = re.compile(r"^\s*(Table|Tab\.|表)\s*\d+(?:[.\-–]\d+)*(?:\s*[:：.．、]|\s+(?=[A-Z\u4e00-\u9fff])|\s*$)")
-_FLOAT_CAPTION = re.compile(r"^\s*(Table|Tab\.|表|Figure|Fig\.|图)\s*\d+(?:[.\-–]\d+)*"
-                            r"(?:\s*[:：.．、]|\s+(?=[A-Z\u4e00-\u9fff])|\s*$)")  # the same, of a table or a figure
+_NUMBERED = r"\s*\d+(?:[.\-–]\d+)*(?:\s*[:：.．、]|\s+(?=[A-Z\u4e00-\u9fff])|\s*$)"  # " 3:", " 2-1 Results"
+_TABLE_CAPTION = re.compile(r"^\s*(Table|Tab\.|表)" + _NUMBERED)
+_FLOAT_CAPTION = re.compile(r"^\s*(Table|Tab\.|表|Figure|Fig\.|图)" + _NUMBERED)  # a table's or a figure's
 _CAPTION_CHARS = 300
 _CAPTION_REACH = 2  # pieces: a caption may stand apart from its table by a line of notes
 
@@ -663,8 +663,7 @@ def _continuation(candidate: Piece, body: list[_Block], page: int, stepped: bool
         # A float's caption at the top of the page is stepped over, never joined: "...见表" and
         # "表3.1: LATEX 表格列格式" (lshort-zh-cn p.40) read as one sentence, and the table
         # below lost its caption.
-        caption = block.type == "text" and _is_caption_text(block.text, figures=True)
-        if block.type == "text" and not label and not caption \
+        if block.type == "text" and not label and not _is_caption_text(block.text, figures=True) \
                 and _continues(candidate.text, block.text, strict=stepped or k > 0):
             _extend(candidate, block, page)
             return k

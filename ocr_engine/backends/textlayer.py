@@ -57,7 +57,7 @@ def _most_set_in(sizes: list[float]) -> float:
     of text with a few words set large is not one ("He likes {\\LARGE large and {\\small small}
     letters}", lshort-zh-cn p.73, was the title of every chunk after it). Not more than half:
     maint-guide sets "package" in "5.4 package.cron.*" at 9 pt, the rest at 14.3."""
-    return sorted(sizes)[len(sizes) // 2] if sizes else 0.0
+    return statistics.median_high(sizes) if sizes else 0.0
 
 
 def _merge_paragraph_lines(raw: list[_Text], body: float) -> list[_Text]:
