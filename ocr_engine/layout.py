@@ -363,21 +363,31 @@ class _Table:
     spans: list[tuple[float, float]]  # each column's x extent, in the upright frame
 
     @cached_property
-    def cells(self) -> list[list[str]]:
-        """The cells by row and column; a row with nothing in the first column continues the
-        row above it (a cell wrapped onto a second line). Read once: the finder counts the rows,
-        then the block is built from them."""
+    def _grid(self) -> tuple[list[list[str]], list[float]]:
+        """The cells by row and column, and the top of each row. A row with nothing in the first
+        column and at most half the others filled (one of two) continues the row above it: a
+        cell wrapped onto a second line. A row that fills more is a row whose first cell the
+        detector missed (a row name "4" of one digit): joined to the row above, xtableGallery's
+        scan p.18 read five rows as one, "34 65 75 74 72" in one cell. Read once: the finder
+        counts the rows, then the block is built from them."""
         out: list[list[str]] = []
+        tops: list[float] = []
         for row in self.rows:
             cells = [""] * len(self.spans)
             for ln in row:
                 col = self._column(ln)
                 cells[col] = _join(cells[col], ln.line.text)
-            if out and not cells[0]:
+            filled = sum(1 for c in cells[1:] if c)
+            if out and not cells[0] and filled <= max(1, (len(cells) - 1) // 2):
                 out[-1] = [_join(a, b) if b else a for a, b in zip(out[-1], cells)]
             else:
                 out.append(cells)
-        return out
+                tops.append(min(ln.line.bbox[1] for ln in row))
+        return out, tops
+
+    @property
+    def cells(self) -> list[list[str]]:
+        return self._grid[0]
 
     def _column(self, ln: _Placed) -> int:
         overlap = [min(ln.bbox[2], b) - max(ln.bbox[0], a) for a, b in self.spans]
@@ -389,9 +399,7 @@ class _Table:
         bbox = (min(ln.bbox[0] for ln in lines), min(ln.bbox[1] for ln in lines),
                 max(ln.bbox[2] for ln in lines), max(ln.bbox[3] for ln in lines))
         col_x = [bbox[0]] + [(a[1] + b[0]) / 2 for a, b in zip(self.spans, self.spans[1:])] + [bbox[2]]
-        # row boundaries from the rows kept (a continuation line belongs to the row above it)
-        tops = [min(ln.line.bbox[1] for ln in row) for row in self.rows
-                if any(self._column(ln) == 0 for ln in row)][: len(rows)]
+        tops = self._grid[1]  # a continuation line belongs to the row above it
         row_y = [bbox[1]] + [(tops[i] + tops[i + 1]) / 2 for i in range(len(tops) - 1)] + [bbox[3]]
         confidence = round(sum(ln.confidence for ln in lines) / len(lines), 4)
         return table_block(rows, bbox, col_x, row_y if len(row_y) == len(rows) + 1 else None, confidence)
@@ -413,12 +421,54 @@ def _list_markers(rows: list[list[_Placed]]) -> bool:
     return sum(1 for t in firsts if _MARKER.match(t)) * 2 > len(firsts)
 
 
-def _close(rows: list[list[_Placed]], i: int) -> bool:
-    """Whether row ``i`` starts within a line's height of the row above: a cell's wrapped
+def _close(rows: list[list[_Placed]], i: int, lines: float = 1.0) -> bool:
+    """Whether row ``i`` starts within ``lines`` line heights of the row above: a cell's wrapped
     line does; the page number under a table at the foot of the page does not (xtableGallery's
     scan, pp.10, 19 and 27, had it read into the table's last row)."""
     above = max(ln.bbox[3] for ln in rows[i - 1])
-    return min(ln.bbox[1] for ln in rows[i]) - above < max(ln.height for ln in rows[i])
+    return min(ln.bbox[1] for ln in rows[i]) - above < lines * max(ln.height for ln in rows[i])
+
+
+def _cell_count(row: list[_Placed]) -> int:
+    """How many cells a row's lines make. Boxes that overlap are pieces of one line that the
+    detector cut apart, not cells: xtableGallery's scan p.2 has code ("design.matrix <-
+    model.matrix(~ sex*grade, data = tli[1:10,])") in four overlapping boxes between two
+    tables, and read as a row of cells it bridged their columns, so neither table was found
+    and its header cells ("grade", "YES", in tall boxes) became headings. Boxes a point or two
+    apart are cells: the header of right-aligned columns ("Df Deviance Resid. Df", p.6)."""
+    return 1 + sum(1 for a, b in zip(row, row[1:]) if b.bbox[0] > a.bbox[2])
+
+
+def _continues_cell(rows: list[list[_Placed]], first: int, end: int) -> bool:
+    """Whether row ``end``, one cell, is wrapped text of a cell of the table ``rows[first:end]``:
+    right of its first column and within a line's height of the row above. On a skewed scan a
+    row's last values fall into a row of their own (xtableGallery's scan p.23: "-0.23" under
+    row 29), and the table goes on under them."""
+    row = rows[end]
+    spans = _column_spans(rows[first:end])
+    return (_cell_count(row) == 1 and min(ln.bbox[0] for ln in row) > spans[0][1]
+            and max(ln.bbox[2] for ln in row) <= spans[-1][1] + _height(row) and _close(rows, end))
+
+
+def _height(row: list[_Placed]) -> float:
+    return max(ln.height for ln in row)
+
+
+def _stretch_end(rows: list[list[_Placed]], first: int, through: bool) -> int:
+    """The end of the run of table rows from ``first``: rows of cells, and one-cell rows that
+    continue a cell; with ``through``, rows of cells after those too. A table's rows follow each
+    other closely; a row of cells after a blank of one and a half lines starts something else
+    (xtableGallery's scan p.2: "2.2 Matrix" under a table, its title's box across the table's
+    first two columns)."""
+    end = first + 1
+    while end < len(rows) and _cell_count(rows[end]) >= 2 and _close(rows, end, 1.5):
+        end += 1
+    while end < len(rows) and _continues_cell(rows, first, end):
+        end += 1
+        if through:
+            while end < len(rows) and _cell_count(rows[end]) >= 2 and _close(rows, end, 1.5):
+                end += 1
+    return end
 
 
 def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
@@ -428,32 +478,37 @@ def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
     best: tuple[int, int, _Table] | None = None
     i = 0
     while i < len(rows):
-        if len(rows[i]) < 2:
+        if _cell_count(rows[i]) < 2:
             i += 1
             continue
-        end = i + 1
-        while end < len(rows) and len(rows[end]) >= 2:
-            end += 1
-        spans = _column_spans(rows[i:end])
-        while end < len(rows) and len(rows[end]) == 1 and rows[end][0].bbox[0] > spans[0][1] and _close(rows, end):
-            end += 1  # wrapped text of a cell right of the first column
+        end = _stretch_end(rows, i, True)
+        spans = _column_spans(rows[i:end])  # the continued rows included
+        if len(spans) < 2:  # its columns drift together over the rows (a skewed page)
+            end = _stretch_end(rows, i, False)
+            spans = _column_spans(rows[i:end])
         if (end - i >= MIN_TABLE_ROWS and len(spans) >= 2 and not _list_markers(rows[i:end])
                 and (best is None or end - i > best[1] - best[0])):
-            table = _Table(rows[i:end], _column_spans(rows[i:end]))  # the continued rows included
-            if len(table.cells) >= MIN_TABLE_ROWS:
+            table = _Table(rows[i:end], spans)
+            cells = table.cells
+            # Row names in most rows: a column of a letter here and there (the binding
+            # margin's vertical "密封线", exam-zh's scan) beside text is not a table.
+            if len(cells) >= MIN_TABLE_ROWS and 2 * sum(1 for r in cells if r[0]) >= len(cells):
                 best = (i, end, table)
         i = end
     return best
 
 
 def _items(run: list[_Placed]) -> list[_Placed | _Table]:
-    """A run's lines in order, with the stretch of them that is a table (if any) as one item."""
+    """A run's lines in order, with each stretch of them that is a table as one item: the
+    longest first, then those above and below it (a gallery's page holds several, with a
+    heading and code between them)."""
     rows = _row_groups(run)
     found = _table_in(rows)
     if found is None:
         return list(run)
     first, end, table = found
-    return ([ln for row in rows[:first] for ln in row] + [table] + [ln for row in rows[end:] for ln in row])
+    above, below = ([ln for row in part for ln in row] for part in (rows[:first], rows[end:]))
+    return _items(above) + [table] + _items(below)
 
 
 def _line_box(ln: Line, end: int) -> list[float]:

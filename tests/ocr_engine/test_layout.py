@@ -186,3 +186,81 @@ def test_the_page_number_under_a_table_at_the_pages_foot_is_not_a_cell_of_its_la
     blocks, _ = to_blocks(text + table + [folio], W)
     assert [b.type for b in blocks] == ["text", "table", "text"] and blocks[2].text == "10"
     assert blocks[1].rows[-1] == ["3", "M", "42"]
+
+
+def _gallery_table(top: float, header: list[str], rows: int) -> list[Line]:
+    xs = [(110, 140), (170, 200), (240, 280), (320, 360)]
+    out = [line(x0, top, x1, h, h=16.0) for (x0, x1), h in zip(xs, header)]  # header cells boxed tall
+    for i in range(rows):
+        out += [line(x0, top + 18 + 12 * i, x1, f"{i}{c}") for c, (x0, x1) in enumerate(xs)]
+    return out
+
+
+def test_two_tables_with_a_heading_and_code_between_them_are_two_table_blocks():
+    # xtableGallery's scan p.2: code between two tables came in four overlapping boxes; read as a
+    # row of cells it bridged the tables' columns, so neither was found, and the tall boxes of
+    # the header cells ("grade", "disadvg") became headings
+    first = _gallery_table(100, ["grade", "sex", "disadvg", "tlimth"], 5)
+    between = [line(90, 200, 110, "2.2"), line(118, 200, 170, "Matrix"),  # a blank line above it
+               line(90, 222, 165, "design.matrix"), line(158, 222, 256, "<- model.matrix(~"),
+               line(252, 222, 316, "sex*grade,"), line(311, 222, 420, "data = tli[1:10,])")]
+    second = _gallery_table(242, ["(Intercept)", "sexM", "grade", "sexM:grade"], 4)
+    intro = [line(50, 60, 550, "This document gives a gallery of tables which can be made using the package."),
+             line(50, 74, 550, "The first step is to load the package and set an option for this document.")]
+    blocks, _ = to_blocks(intro + first + between + second, W)
+    tables = [b for b in blocks if b.type == "table"]
+    assert [t.rows[0] for t in tables] == [["grade", "sex", "disadvg", "tlimth"],
+                                           ["(Intercept)", "sexM", "grade", "sexM:grade"]]
+    assert [len(t.rows) for t in tables] == [6, 5]
+    assert "heading" not in {b.type for b in blocks}
+    assert any("model.matrix" in b.text for b in blocks if b.type == "text")
+
+
+def test_a_rows_last_value_in_a_row_of_its_own_does_not_cut_the_table():
+    # xtableGallery's scan p.23, skewed: a row's last value sits a little lower than the rest
+    # of it and forms a one-cell row; the table goes on under it
+    xs = [(100, 120), (150, 180), (210, 240), (270, 300)]
+    lines = [line(50, 60, 550, "A matrix of random numbers, printed with two digits after the point in full.")]
+    lines += [line(x0, 100, x1, f"c{c}") for c, (x0, x1) in enumerate(xs)]
+    for i in range(8):
+        y = 116 + 16 * i
+        cells = [line(x0, y, x1, f"{i}.{c}") for c, (x0, x1) in enumerate(xs)]
+        if i == 3:
+            cells[-1] = line(270, y + 8, 300, "3.3")
+        lines += cells
+    blocks, _ = to_blocks(lines, W)
+    assert [b.type for b in blocks] == ["text", "table"]
+    assert len(blocks[1].rows) == 9 and blocks[1].rows[4] == ["3.0", "3.1", "3.2", "3.3"]
+
+
+def test_a_column_of_a_letter_here_and_there_beside_text_is_not_a_table():
+    # exam-zh's scan p.2: the binding margin's vertical "装订线", a letter beside some lines
+    # of the questions, whose options stand in four aligned columns
+    lines = [line(50, 60, 550, "一、选择题：本题共8小题，每小题5分，共40分。在每小题给出的四个选项中。")]
+    options = [(104, 142), (220, 271), (338, 389), (456, 516)]
+    y = 100
+    for n, letter in ((1, "订"), (2, None), (3, "线")):
+        if letter:
+            lines.append(line(12, y, 30, letter))
+        lines.append(line(88, y, 388, f"{n}. 已知集合A，B，则A∩B的元素是"))
+        y += 18
+        lines += [line(x0, y, x1, f"{'ABCD'[k]}. {{{n}{k}}}") for k, (x0, x1) in enumerate(options)]
+        y += 18
+    blocks, _ = to_blocks(lines, W)
+    assert "table" not in {b.type for b in blocks}
+
+
+def test_a_row_whose_name_the_detector_missed_is_a_row_not_wrapped_text_of_the_row_above():
+    # xtableGallery's scan p.18: the one-digit row names "4" to "7" were not found, and their
+    # rows were joined to row 3 ("34 65 75 74 72" in one cell)
+    xs = [(100, 110), (150, 180), (210, 240), (270, 300)]
+    lines = [line(50, 60, 550, "The data frame again, with the row names rotated by ninety degrees in the output.")]
+    lines += [line(x0, 100, x1, h) for (x0, x1), h in zip(xs[1:], ["grade", "sex", "tlimth"])]
+    for i in range(1, 6):
+        y = 100 + 16 * i
+        lines += [line(x0, y, x1, f"{i}{c}") for c, (x0, x1) in enumerate(xs) if c or i != 4]
+    lines.append(line(270, 100 + 16 * 6, 300, "(max)"))  # a wrapped cell is still joined
+    blocks, _ = to_blocks(lines, W)
+    assert [b.type for b in blocks] == ["text", "table"]
+    assert blocks[1].rows == [["", "grade", "sex", "tlimth"], ["10", "11", "12", "13"], ["20", "21", "22", "23"],
+                              ["30", "31", "32", "33"], ["", "41", "42", "43"], ["50", "51", "52", "53 (max)"]]
