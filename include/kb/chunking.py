@@ -26,8 +26,9 @@ from ocr_engine.api.tables import table_markdown
 # 2: table chunks state their caption and group row; 3: numbered headings starting pages kept,
 # tall OCR lines that do not read as headings are text; 4: a caption is never the end of a
 # sentence over a page break, a table's part below a group row keeps its caption, and a
-# section is labelled with the headings above it ("2 Gallery / 2.6 prcomp")
-CHUNKING_VERSION = "reader-4"
+# section is labelled with the headings above it ("2 Gallery / 2.6 prcomp"); 5: a table's
+# parts below its group rows are rows of it again
+CHUNKING_VERSION = "reader-5"
 
 CountTokens = Callable[[str], int]
 

@@ -13,7 +13,9 @@ page's size, so text-layer pages and OCR'd pages are read by the same rules:
   Footnotes or figure labels that sit between the two halves are stepped over, and then
   only a continuation that starts in lower case (or Chinese after unfinished Chinese) is
   taken. A table that continues on the next page with the same columns is one table, and
-  a header row the next page repeats is dropped.
+  a header row the next page repeats is dropped. So is a table cut at its group rows (a
+  row set across it, "Correct calculations:"): its parts below them are rows of it again,
+  each group row a row of its own.
 - **Location.** Every piece keeps spans of its text, each with its page and box in PDF
   points of the displayed page, so a chunk cut from it knows every page it spans and where.
 
@@ -559,6 +561,7 @@ def read_document(results: Sequence[PageResult]) -> Reading:
                 pieces.append(_piece(block, page.number))
             last_block = block
         previous = page
+    _rejoin_parts(pieces)
     _caption_tables(pieces)
     return Reading(pieces, set_aside, joins)
 
@@ -605,6 +608,50 @@ def _caption_tables(pieces: list[Piece]) -> None:
                 pieces[t].caption = " ".join(pieces[k].text.split())
                 taken.add(k)
                 break
+
+
+def _rejoin_parts(pieces: list[Piece]) -> None:
+    """Join each table's parts below its group rows back into it, the group rows as rows of
+    their own: a part's first row is a row of the table, not a header (chfls1's scan p.3,
+    Table 1: "Correct calculations:" over the AIC and BIC rows, cut from the header "Start |
+    Step 1 | Step 2"; a question about step 1's BIC found the part, and nothing in it said
+    step 1). A part that repeats the table's header is a table of its own (the xtable gallery
+    prints one data frame in many formats, with code between them)."""
+    before: int | None = None
+    k = 0
+    while k < len(pieces):
+        if pieces[k].kind != PieceKind.TABLE:
+            k += 1
+            continue
+        if before is not None and _goes_on(pieces, before, k) and not _repeats_header(pieces[before], pieces[k]):
+            table, part = pieces[before], pieces[k]
+            width = len(table.header.cells if table.header else table.rows[0].cells)
+            for group in pieces[before + 1:k]:
+                table.rows.append(Row([" ".join(group.text.split())] + [""] * (width - 1), _union(group.boxes)))
+            table.rows.extend(([part.header] if part.header else []) + part.rows)
+            del pieces[before + 1:k + 1]
+            k = before + 1
+            continue
+        before = k
+        k += 1
+
+
+def _repeats_header(table: Piece, part: Piece) -> bool:
+    from rapidfuzz import fuzz
+
+    if not table.header or not part.header:
+        return False
+    head, again = (_mask(" ".join(p.header.cells)) for p in (table, part))  # type: ignore[union-attr]
+    return head == again or fuzz.ratio(head, again) >= _SAME_TEXT
+
+
+def _union(boxes: list[Box]) -> Box:
+    """One box around ``boxes`` (on one page): a group row's lines."""
+    known = [b.bbox for b in boxes if b.bbox]
+    if not known:
+        return boxes[0]
+    return Box(boxes[0].page, (min(b[0] for b in known), min(b[1] for b in known),
+                               max(b[2] for b in known), max(b[3] for b in known)))
 
 
 def _goes_on(pieces: list[Piece], before: int, t: int) -> bool:

@@ -86,6 +86,21 @@ def test_a_table_row_counts_headless_only_in_a_chunk_on_its_tables_page():
     assert headless_table_chunks(doc) == (1, 2)
 
 
+def test_a_row_of_a_tables_part_below_a_group_row_is_held_under_the_tables_header():
+    # lshort-zh-cn p.76, Table 5.4: the finder ends a table at a group row's rules, and its
+    # part below starts with a row, not a header; the reader joins the parts again
+    first, part = ["lmodern", "Latin Modern fonts"], ["cm-unicode", "Computer Modern Unicode"]
+    row = ["inconsolata", "Inconsolata mono"]
+    chunk = {"text": "| lmodern | Latin Modern fonts |\n| --- | --- |\n| 符号宏包 |  |\n| inconsolata | Inconsolata mono |",
+             "pages": [76]}
+    doc = _doc([chunk])
+    doc.tables = [(76, first, [["cmbright", "Computer Modern Bright"]]), (76, part, [row])]
+    assert headless_table_chunks(doc) == (0, 1)
+    # a table of other columns above it is not its table
+    doc.tables = [(76, first + ["x"], [["cmbright", "Computer Modern Bright", "y"]]), (76, part, [row])]
+    assert headless_table_chunks(doc) == (1, 1)
+
+
 def test_a_row_is_matched_within_one_line_and_under_any_header_of_its_page_that_holds_it():
     row = ["9", "6", "M NO WHITE"]
     # xtableGallery p.17: "| 8 | BLACK 79 |" then "| 6 | M NO WHITE |" read as the row "9 6 M NO WHITE"

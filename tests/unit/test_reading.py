@@ -391,7 +391,7 @@ def test_a_caption_at_the_top_of_the_next_page_is_its_tables_not_the_end_of_an_o
     assert table.caption == "表3.1: LATEX 表格列格式"
 
 
-def test_the_part_of_a_table_below_a_group_row_keeps_the_tables_caption():
+def test_the_parts_of_a_table_below_its_group_rows_are_rows_of_it_under_its_caption():
     # lshort-zh-cn p.76: Table 5.4 in three groups, each under a row set across the table; the
     # text finder ends a table at the rules round such a row
     def part(rows, top, middle):
@@ -407,9 +407,30 @@ def test_the_part_of_a_table_below_a_group_row_keeps_the_tables_caption():
               block("表5.5: 另一张表", (248, 680, 383, 690)),
               {**table_block([["a", "b"], ["c", "d"]], (128, 700, 300, 740)), "col_x": [128, 200, 300]}]
     pages = [{"page": 76, "width": 595, "height": 842, "markdown": "", "blocks": blocks}]
-    tables = [p for p in read_document(stored(pages)).pieces if p.kind == PieceKind.TABLE]
-    assert [t.caption for t in tables] == ["表5.4: 常见的LATEX 字体宏包"] * 3 + ["表5.5: 另一张表"]
+    pieces = read_document(stored(pages)).pieces
+    tables = [p for p in pieces if p.kind == PieceKind.TABLE]
+    assert [t.caption for t in tables] == ["表5.4: 常见的LATEX 字体宏包", "表5.5: 另一张表"]
+    assert [r.cells for r in tables[0].rows] == [
+        ["cmbright", "仿Computer Modern 风格的无衬线字体"], ["文本字体宏包", ""],
+        ["以下字体包括传统的LATEX 字体格式以及TrueType / OpenType 格式。", ""],
+        ["cm-unicode", "Computer Modern 风格的Unicode 字体"], ["inconsolata", "Inconsolata 开源等宽字体"],
+        ["符号宏包", ""], ["mathabx", "数学符号宏包之一"], ["pifont", "Zapf Dingbats 符号宏包"]]
+    assert not any(p.kind == PieceKind.TEXT and p.text in ("文本字体宏包", "符号宏包") for p in pieces)
+    assert {b.page for b in tables[0].boxes} == {76} and tables[0].rows[1].box.bbox == (289, 449, 343, 458)
     # a table of other edges, after a caption-less table, is not its part
     blocks[-2] = block("这张表没有标题。", (248, 680, 383, 690))
     tables = [p for p in read_document(stored(pages)).pieces if p.kind == PieceKind.TABLE]
     assert tables[-1].caption is None
+
+
+def test_a_table_after_one_of_its_shape_that_repeats_its_header_is_a_table_of_its_own():
+    # xtableGallery p.15: one data frame printed three times, with the code between them
+    def table(top, header):
+        rows = [header, ["1", "6", "M"], ["2", "7", "M"]]
+        return {**table_block(rows, (100, top, 400, top + 45)), "col_x": [100, 200, 300, 400]}
+
+    blocks = [table(100, ["", "grade", "sex"]), block("digits(tli.table) <- 3", (100, 160, 250, 170)),
+              table(180, ["", "grade.", "sex"])]  # OCR read its header a little differently
+    pages = [{"page": 15, "width": 595, "height": 842, "markdown": "", "blocks": blocks}]
+    pieces = read_document(stored(pages)).pieces
+    assert [p.kind for p in pieces] == [PieceKind.TABLE, PieceKind.TEXT, PieceKind.TABLE]

@@ -299,19 +299,26 @@ def headless_table_chunks(doc: Document) -> tuple[int, int]:
     table chunk's row, a text chunk's paragraph): flattened whole, the end of one row and the
     start of the next read as a third ("... 79 |" + "| 6 M NO WHITE 88" holds "9 6 M NO WHITE
     88"). A row that two tables of the page share (the xtable gallery prints one data frame
-    in a dozen formats) is held with its header when either table's header is there."""
+    in a dozen formats) is held with its header when either table's header is there. The
+    text layer's finder ends a table at the rules around a group row (lshort-zh-cn's Table
+    5.4, ctex's Table 3), so the first row of a part below one is no header: a row is held
+    with its header, too, when the chunk holds the header of a table above it on the page
+    with as many columns (the part's table, which the reader joins back)."""
     texts = ["\n".join(_flat(line) for line in c["text"].splitlines()) for c in doc.chunks]
     on_page: dict[int, list[int]] = {}
     for i, c in enumerate(doc.chunks):
         for p in c["pages"]:
             on_page.setdefault(p, []).append(i)
     heads: dict[tuple[int, str], set[str]] = {}  # (page, row) -> the headers it stands under
+    above: dict[tuple[int, int], set[str]] = {}  # (page, columns) -> headers of the tables so far
     for page, header, rows in doc.tables:
         head = "".join(_flat(c) for c in header)
+        under = {head} | above.get((page, len(header)), set())
+        above.setdefault((page, len(header)), set()).add(head)
         for row in rows:
             needle = "".join(_flat(c) for c in row)
             if len(needle) >= 8 and sum(1 for c in row if c.strip()) >= 2:
-                heads.setdefault((page, needle), set()).add(head)
+                heads.setdefault((page, needle), set()).update(under)
     holding, headless = set(), set()
     for (page, needle), under in heads.items():
         for i in on_page.get(page, ()):
