@@ -600,7 +600,9 @@ def _caption_tables(pieces: list[Piece]) -> None:
     taken: set[int] = set()
     for before, t in zip([None, *tables], tables):
         if before is not None and near[t][0] is None and pieces[before].caption and _goes_on(pieces, before, t):
-            pieces[t].caption = pieces[before].caption  # its part below a group row: not the next table's caption
+            # a part that repeats the header (the others were joined by _rejoin_parts): the
+            # caption of the table it goes on from, not the next table's
+            pieces[t].caption = pieces[before].caption
             continue
         for side in order:
             k = near[t][side]
