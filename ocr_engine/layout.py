@@ -426,7 +426,7 @@ def _close(rows: list[list[_Placed]], i: int, lines: float = 1.0) -> bool:
     line does; the page number under a table at the foot of the page does not (xtableGallery's
     scan, pp.10, 19 and 27, had it read into the table's last row)."""
     above = max(ln.bbox[3] for ln in rows[i - 1])
-    return min(ln.bbox[1] for ln in rows[i]) - above < lines * max(ln.height for ln in rows[i])
+    return min(ln.bbox[1] for ln in rows[i]) - above < lines * _height(rows[i])
 
 
 def _cell_count(row: list[_Placed]) -> int:
@@ -460,14 +460,16 @@ def _stretch_end(rows: list[list[_Placed]], first: int, through: bool) -> int:
     other closely; a row of cells after a blank of one and a half lines starts something else
     (xtableGallery's scan p.2: "2.2 Matrix" under a table, its title's box across the table's
     first two columns)."""
+    def cells_follow(end: int) -> bool:
+        return end < len(rows) and _cell_count(rows[end]) >= 2 and _close(rows, end, 1.5)
+
     end = first + 1
-    while end < len(rows) and _cell_count(rows[end]) >= 2 and _close(rows, end, 1.5):
+    while cells_follow(end):
         end += 1
     while end < len(rows) and _continues_cell(rows, first, end):
         end += 1
-        if through:
-            while end < len(rows) and _cell_count(rows[end]) >= 2 and _close(rows, end, 1.5):
-                end += 1
+        while through and cells_follow(end):
+            end += 1
     return end
 
 
