@@ -92,6 +92,11 @@ def recursive_page_tree_pdf() -> bytes:
     return _one_page(b"<< /Type /Pages /Kids [3 0 R 2 0 R] /Count 2 >>")
 
 
+def dangling_kid_pdf() -> bytes:
+    """The page tree names, beside its page, an object the file does not hold."""
+    return _one_page(b"<< /Type /Pages /Kids [3 0 R 999 0 R] /Count 2 >>")
+
+
 def deeply_nested_pdf(depth: int = 100_000) -> bytes:
     """A page whose dictionary holds arrays nested ``depth`` deep."""
     return _one_page(b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>", b" /Junk " + b"[" * depth + b"]" * depth)

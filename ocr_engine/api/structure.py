@@ -105,7 +105,7 @@ def nesting_depth(source: str) -> int:
 
 def _check_page_tree(doc: pymupdf.Document, limits: StructureLimits) -> None:
     """Walk /Pages from the catalog without recursion: no node twice, no deeper than the limit."""
-    kind, value = doc.xref_get_key(doc.pdf_catalog(), "Pages")
+    kind, value = _key(doc, doc.pdf_catalog(), "Pages")
     if kind != "xref":
         raise MalformedPdf("the catalog has no /Pages tree")
     stack = [(int(value.split()[0]), 1)]
@@ -117,6 +117,17 @@ def _check_page_tree(doc: pymupdf.Document, limits: StructureLimits) -> None:
         seen.add(node)
         if depth > limits.page_tree_depth:
             raise MalformedPdf(f"the page tree is nested more than {limits.page_tree_depth} levels deep")
-        kind, kids = doc.xref_get_key(node, "Kids")
+        kind, kids = _key(doc, node, "Kids")
         if kind == "array":
             stack.extend((int(ref), depth + 1) for ref in _REF.findall(kids.encode()))
+
+
+def _key(doc: pymupdf.Document, xref: int, name: str) -> tuple[str, str]:
+    """``doc.xref_get_key``, where a reference to an object the file does not hold is a
+    malformed file: MuPDF raises a bare ValueError ("bad xref"), which failed the planner's
+    task, was retried, and held back every other file of the run ("%PDF-1.7 1 0 obj <<>>",
+    no catalog; a page tree's /Kids naming object 999 of 5)."""
+    if not 0 < xref < doc.xref_length():
+        what = "no catalog" if xref == doc.pdf_catalog() else f"a reference to object {xref}, which it does not hold"
+        raise MalformedPdf(f"the PDF has {what}")
+    return doc.xref_get_key(xref, name)
