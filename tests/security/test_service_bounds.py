@@ -122,6 +122,10 @@ def test_the_page_image_of_a_deleted_document_is_gone_after_one_run(live):
     gone = doc_id_for("inbox", prefix + "gone.pdf")
     assert httpx.get(f"{live.search_url}/v1/documents/{gone}/pages/1.png", headers=headers).status_code == 200
     old_version = runs.ledger(prefix + "gone.pdf").indexed_version_id
+    hits = httpx.post(f"{live.search_url}/v1/search", headers=headers, timeout=30, json={
+        "query": "A document that will be deleted", "top_k": 1, "filter": {"key_prefix": prefix + "gone.pdf"}}).json()["hits"]
+    link = hits[0]["page_url"]  # a hit's link: its version and chunk
+    assert "chunk=" in link and httpx.get(live.search_url + link, headers=headers).status_code == 200
 
     runs.store.remove("inbox", prefix + "gone.pdf")
     state, summary = runs.run(prefix)
@@ -130,6 +134,10 @@ def test_the_page_image_of_a_deleted_document_is_gone_after_one_run(live):
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_indexed", resp.text
     resp = httpx.get(f"{live.search_url}/v1/documents/{gone}/pages/1.png?version={old_version}", headers=headers)
     assert resp.status_code == 404
+    # the link a hit gave before the deletion says the document is gone, not that its chunk is
+    # unknown (the chunk was looked up first, and was gone with the document's points)
+    resp = httpx.get(live.search_url + link, headers=headers)
+    assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_indexed", resp.text
 
     # a new version replaces the old: the old version's pages are not served any more
     keep = doc_id_for("inbox", prefix + "keep-0.pdf")

@@ -1,7 +1,7 @@
 """A document's indexed chunks, and its page images with a hit's boxes drawn on them:
 ``GET /v1/documents/{doc_id}/chunks``, ``GET /v1/documents/{doc_id}/pages/{n}.png``.
 
-Page images come from the version that was indexed (``pages.render_png``): a deleted or
+Page images come from the version that was indexed (``pages.render_indexed``): a deleted or
 replaced document's pages are not drawn. At most ``page_renders`` are drawn at once and
 ``page_queue`` wait; the next is answered 429 at once.
 """
@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 
 from kb.ledger_db import Ledger
 from kb.search import errors as E
-from kb.search.pages import render_png
+from kb.search.pages import indexed_entry, render_indexed
 from kb.search.state import SearchState
 
 _UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -66,10 +66,10 @@ def add_document_routes(app: FastAPI, state: SearchState) -> None:
     async def page_image(doc_id: str, page: int, version: str | None = None,
                          chunk: str | None = Query(None, pattern=_UUID, description="a hit's id: its boxes are drawn")):
         def render() -> bytes:
+            entry = indexed_entry(Ledger.for_settings(state.pipeline, state.objects), doc_id)  # deleted: not_indexed
             at, boxes = _chunk_boxes(state, doc_id, page, version, chunk) if chunk else (version, [])
-            return render_png(state.objects, Ledger.for_settings(state.pipeline, state.objects), doc_id, page, at,
-                              settings.page_dpi, settings.max_page_pixels, boxes,
-                              max_bytes=int(settings.max_page_source_mb * 2**20))
+            return render_indexed(state.objects, entry, page, at, settings.page_dpi, settings.max_page_pixels, boxes,
+                                  max_bytes=int(settings.max_page_source_mb * 2**20))
 
         if state.drawing >= settings.page_renders + settings.page_queue:
             raise E.Overloaded("too many page images are being drawn; retry later", headers={"Retry-After": "1"})

@@ -14,6 +14,7 @@ import threading
 from typing import Sequence
 
 from kb.errors import KbError, ObjectMissing, ObjectTooLarge
+from kb.ledger import LedgerEntry
 from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
 
@@ -42,16 +43,30 @@ class PageSourceTooLarge(KbError):
     code = "document_too_large"
 
 
-def render_png(store: ObjectStore, ledger: Ledger, doc_id: str, page: int, version: str | None,
-               dpi: int, max_pixels: int, boxes: Sequence[Sequence[float]] = (), *, max_bytes: int) -> bytes:
-    """Page ``page`` (1-based) of ``doc_id``'s indexed version as PNG (``version``, when given,
-    must be that version), at ``dpi`` unless that would exceed ``max_pixels``, whatever size
-    the page claims, with ``boxes`` (x0, y0, x1, y1 in points of the displayed page) highlighted."""
+def indexed_entry(ledger: Ledger, doc_id: str) -> LedgerEntry:
+    """``doc_id``'s ledger entry when a version of it is in the index; else 404: unknown, or
+    deleted (or never got in). Asked before anything about the document's chunks, so that a
+    hit's link to a deleted document says so, not that its chunk is unknown."""
     entry = ledger.get(doc_id)
     if entry is None:
         raise PageNotFound(f"no document {doc_id}", "unknown_document")
     if entry.indexed_sha256 is None:  # deleted, or no version of it ever got in
         raise PageNotFound(f"{entry.key} is not in the index ({entry.status})", "not_indexed")
+    return entry
+
+
+def render_png(store: ObjectStore, ledger: Ledger, doc_id: str, page: int, version: str | None,
+               dpi: int, max_pixels: int, boxes: Sequence[Sequence[float]] = (), *, max_bytes: int) -> bytes:
+    """Page ``page`` (1-based) of ``doc_id``'s indexed version as PNG (``version``, when given,
+    must be that version), at ``dpi`` unless that would exceed ``max_pixels``, whatever size
+    the page claims, with ``boxes`` (x0, y0, x1, y1 in points of the displayed page) highlighted."""
+    return render_indexed(store, indexed_entry(ledger, doc_id), page, version, dpi, max_pixels, boxes,
+                          max_bytes=max_bytes)
+
+
+def render_indexed(store: ObjectStore, entry: LedgerEntry, page: int, version: str | None, dpi: int,
+                   max_pixels: int, boxes: Sequence[Sequence[float]] = (), *, max_bytes: int) -> bytes:
+    """``render_png`` for an entry ``indexed_entry`` gave."""
     if version is not None and version != entry.indexed_version_id:
         raise PageNotFound(f"{entry.key} version {version} is not the indexed one", "unknown_version")
     try:
