@@ -212,7 +212,7 @@ def test_two_tables_with_a_heading_and_code_between_them_are_two_table_blocks():
     assert [t.rows[0] for t in tables] == [["grade", "sex", "disadvg", "tlimth"],
                                            ["(Intercept)", "sexM", "grade", "sexM:grade"]]
     assert [len(t.rows) for t in tables] == [6, 5]
-    assert "heading" not in {b.type for b in blocks}
+    assert [b.text for b in blocks if b.type == "heading"] == ["2.2 Matrix"]  # the section title only
     assert any("model.matrix" in b.text for b in blocks if b.type == "text")
 
 
@@ -264,3 +264,43 @@ def test_a_row_whose_name_the_detector_missed_is_a_row_not_wrapped_text_of_the_r
     assert [b.type for b in blocks] == ["text", "table"]
     assert blocks[1].rows == [["", "grade", "sex", "tlimth"], ["10", "11", "12", "13"], ["20", "21", "22", "23"],
                               ["30", "31", "32", "33"], ["", "41", "42", "43"], ["50", "51", "52", "53 (max)"]]
+
+
+def test_tall_lines_of_prose_code_or_cells_are_no_headings_but_titles_are():
+    # xtableGallery's scan: most lines of a gallery page are table cells (digits, no ascenders),
+    # so body text and code stand 1.3 times over the page's median box; each such line became a
+    # heading and the section of the chunks after it (249 of the scans' 289 headings)
+    cells = [line(100 + 60 * c, 400 + 12 * r, 140 + 60 * c, f"{r}.{c}", h=10) for r in range(6) for c in range(5)]
+    tall = [
+        line(50, 60, 200, "5.1 Adding a centering environment", h=18),  # a numbered title
+        line(50, 82, 500, "print(xtable(anova(fm3)), caption = 'centred')", h=16),  # code below it
+        line(50, 120, 150, "Time series", h=18),  # an unnumbered title
+        line(50, 150, 500, "Booktabs is incompatible with vertical lines in tables, so the line is removed.", h=16),
+        line(50, 180, 300, "temp.table <- xtable(temp.ts, digits = 0)", h=16),
+        line(50, 210, 550, "Row and column variable names can be formatted specially using sanitization, and row and", h=16),
+        line(50, 227, 300, "column variable names can be rotated.", h=16),
+        line(50, 270, 550, "所以gentoo的man手册页应叫gentoo.1。如果原始代码中没有gentoo.1", h=16),
+        line(50, 300, 80, "12.", h=16),
+        line(50, 330, 250, 'tabular.environment = "longtable")', h=16),
+    ]
+    blocks, _ = to_blocks(tall + cells, W)
+    assert [b.text for b in blocks if b.type == "heading"] == ["5.1 Adding a centering environment", "Time series"]
+    # the wrapped line and the one it goes on in are one paragraph again
+    assert any(b.text.startswith("Row and column") and b.text.endswith("rotated.") for b in blocks)
+
+
+def test_a_section_number_and_its_title_are_a_heading_at_the_numbers_depth_however_tall():
+    # xtableGallery's scan: LaTeX sets a subsection under the height that makes a heading, and
+    # the detector boxes "2.6" and "prcomp" apart; "2.3 aov" comes in one box
+    body = [line(50, 100 + 14 * i, 550, f"Body line {i} of the section text goes on here") for i in range(3)]
+    lines = [line(50, 60, 62, "2", h=12), line(70, 60, 150, "Gallery", h=12), *body,
+             line(50, 160, 70, "2.6", h=12), line(78, 160, 140, "prcomp", h=12),
+             line(50, 180, 300, "pr1 <- prcomp(USArrests)"),
+             line(50, 200, 120, "2.3 aov", h=12),
+             line(50, 220, 62, "1", h=12), line(70, 220, 140, "1127409", h=12),  # a data row: digits
+             line(50, 240, 70, "3.1", h=12), line(78, 240, 200, "Ends a sentence.", h=12),
+             line(50, 260, 70, "4.2", h=12), line(78, 260, 140, "Flow", h=12), line(300, 260, 340, "12 l/s", h=12)]
+    blocks, md = to_blocks(lines, W)
+    assert [(b.text, b.level) for b in blocks if b.type == "heading"] == [("2 Gallery", 2), ("2.6 prcomp", 3),
+                                                                          ("2.3 aov", 3)]
+    assert "### 2.6 prcomp" in md and "## 2 Gallery" in md
