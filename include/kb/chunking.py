@@ -27,8 +27,9 @@ from ocr_engine.api.tables import table_markdown
 # tall OCR lines that do not read as headings are text; 4: a caption is never the end of a
 # sentence over a page break, a table's part below a group row keeps its caption, and a
 # section is labelled with the headings above it ("2 Gallery / 2.6 prcomp"); 5: a table's
-# parts below its group rows are rows of it again
-CHUNKING_VERSION = "reader-5"
+# parts below its group rows are rows of it again; 6: so are an OCR table's parts whose
+# columns stand over one another, and an OCR'd document's first heading is its title
+CHUNKING_VERSION = "reader-6"
 
 CountTokens = Callable[[str], int]
 

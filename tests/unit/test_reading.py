@@ -434,3 +434,51 @@ def test_a_table_after_one_of_its_shape_that_repeats_its_header_is_a_table_of_it
     pages = [{"page": 15, "width": 595, "height": 842, "markdown": "", "blocks": blocks}]
     pieces = read_document(stored(pages)).pieces
     assert [p.kind for p in pieces] == [PieceKind.TABLE, PieceKind.TEXT, PieceKind.TABLE]
+
+
+def test_an_ocr_tables_parts_whose_edges_are_their_cells_text_are_joined_when_their_columns_stand_over_one_another():
+    # chfls1's scan p.8, Table 4: an OCR table's edges are its cells' text, and under a group
+    # row the names are indented and the values narrower than the header ("Adjusted p-value"
+    # over "1.000"): the outer edges of its parts differ by 5 % of its width
+    def part(rows, top, col_x):
+        return {**table_block(rows, (col_x[0], top, col_x[-1], top + 14 * len(rows))), "col_x": col_x}
+
+    blocks = [part([["Variable", "Estimate", "Adjusted p-value"], ["Age", "-0.37", "0.092"]], 100, [132, 294, 381, 466]),
+              block("Education", (132, 130, 190, 142)),
+              part([["University (reference category)", "NA", ""], ["Primary", "-0.98", "0.078"]], 145, [150, 321, 390, 442]),
+              block("Health", (132, 175, 175, 187)),
+              part([["Poor (reference category)", "NA", ""], ["Good", "1.70", "0.091"]], 190, [152, 311, 390, 443]),
+              block("Table 4: Parameter estimates of the saturated cumulative logit model.", (132, 220, 466, 232)),
+              part([["Compared levels of education", "Estimated log odds ratio", "Adjusted p-value"],
+                    ["University - Junior college", "-0.11", "0.999"]], 240, [125, 273, 403, 497]),
+              # columns that do not stand over the first table's: another table after the caption-less one
+              block("Region", (132, 275, 175, 287)),
+              part([["North", "0.20", "0.989"], ["South", "0.59", "0.015"]], 290, [300, 340, 380, 520])]
+    pages = [{"page": 8, "width": 595, "height": 842, "markdown": "", "blocks": blocks}]
+    tables = [p for p in read_document(stored(pages)).pieces if p.kind == PieceKind.TABLE]
+    assert tables[0].header.cells == ["Variable", "Estimate", "Adjusted p-value"]
+    assert [r.cells[0] for r in tables[0].rows] == ["Age", "Education", "University (reference category)", "Primary",
+                                                    "Health", "Poor (reference category)", "Good"]
+    assert tables[0].caption == "Table 4: Parameter estimates of the saturated cumulative logit model."
+    assert [t.header.cells[0] for t in tables[1:]] == ["Compared levels of education", "North"]
+
+
+def test_an_ocr_documents_first_heading_on_its_first_page_is_its_title_and_heads_every_section():
+    # xtableGallery's scan: its title stands 1.5 times over the page's median line, as its
+    # section headings do, so OCR gives it no level of its own
+    def ocr(kind, text, y, level=None):
+        return {**block(text, (60, y, 400, y + 14), kind), "lines": [[60, y, 400, y + 14, len(text)]],
+                **({"level": level} if level else {})}
+
+    def pages(first):
+        return [{"page": 1, "width": 600, "height": 800, "markdown": "", "blocks": [
+                    first, ocr("text", "This document gives a gallery of tables made with the package.", 100)]},
+                {"page": 2, "width": 600, "height": 800, "markdown": "", "blocks": [
+                    ocr("heading", "2 Gallery", 30, level=2), ocr("heading", "2.5 glm", 60, level=3),
+                    ocr("text", "A logistic regression of disadvg on ethnicity and grade.", 100)]}]
+
+    chunks = chunk_document(read_document(stored(pages(ocr("heading", "The xtable Gallery", 60)))), words)
+    assert [c.section for c in chunks] == ["The xtable Gallery", "The xtable Gallery / 2 Gallery / 2.5 glm"]
+    # the text layer's headings keep the levels their font sizes give them
+    text_layer = {**block("The xtable Gallery", (60, 60, 400, 74), "heading"), "level": 2}
+    assert read_document(stored(pages(text_layer))).pieces[0].level == 2
