@@ -97,6 +97,17 @@ def dangling_kid_pdf() -> bytes:
     return _one_page(b"<< /Type /Pages /Kids [3 0 R 999 0 R] /Count 2 >>")
 
 
+def kidless_page_tree_pdf() -> bytes:
+    """The page tree counts two pages and has no /Kids to find them by (a mangled key name, as
+    a flipped byte left one: "/Kid#E0"). MuPDF counts the pages and fails to look one up."""
+    return _one_page(b"<< /Type /Pages /Kid#E0 [3 0 R] /Count 2 >>")
+
+
+def null_kid_pdf() -> bytes:
+    """The page tree's /Kids holds a number and a null where a reference should be."""
+    return _one_page(b"<< /Type /Pages /Kids [3 null 3 0 R] /Count 2 >>")
+
+
 def deeply_nested_pdf(depth: int = 100_000) -> bytes:
     """A page whose dictionary holds arrays nested ``depth`` deep."""
     return _one_page(b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>", b" /Junk " + b"[" * depth + b"]" * depth)

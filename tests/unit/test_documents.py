@@ -47,13 +47,15 @@ from tests import pdfs  # noqa: E402
 @pytest.mark.parametrize("make, error, code", [
     (pdfs.recursive_page_tree_pdf, errors.MalformedPdf, "malformed_pdf"),
     (pdfs.dangling_kid_pdf, errors.MalformedPdf, "malformed_pdf"),
+    (pdfs.kidless_page_tree_pdf, errors.MalformedPdf, "malformed_pdf"),
+    (pdfs.null_kid_pdf, errors.MalformedPdf, "malformed_pdf"),
     (pdfs.deeply_nested_pdf, errors.MalformedPdf, "malformed_pdf"),
     (pdfs.deep_page_tree_pdf, errors.MalformedPdf, "malformed_pdf"),
     (pdfs.giant_page_pdf, errors.PageTooLarge, "page_too_large"),
     (pdfs.jpeg_named_pdf, errors.NotAPdf, "not_pdf"),
     (pdfs.claims_more_pages_pdf, errors.ClaimsExceedFile, "claims_exceed_file"),
     (pdfs.claims_longer_stream_pdf, errors.ClaimsExceedFile, "claims_exceed_file"),
-], ids=["recursive", "dangling-kid", "nested", "deep-tree", "giant-page", "jpeg", "claims-pages", "claims-stream"])
+], ids=["recursive", "dangling-kid", "kidless-tree", "null-kid", "nested", "deep-tree", "giant-page", "jpeg", "claims-pages", "claims-stream"])
 def test_each_hostile_file_has_its_typed_error(make, error, code):
     with pytest.raises(error) as info:
         open_pdf(make())
