@@ -109,14 +109,15 @@ def _row_groups(lines: list[_Placed]) -> list[list[_Placed]]:
     ordered = sorted(lines, key=lambda ln: (ln.bbox[1] + ln.bbox[3]) / 2)
     rows: list[list[_Placed]] = []
     for ln in ordered:
-        centre = (ln.bbox[1] + ln.bbox[3]) / 2
-        if rows:
-            ref = rows[-1][0]
-            if abs(centre - (ref.bbox[1] + ref.bbox[3]) / 2) < 0.5 * min(ref.height, ln.height):
-                rows[-1].append(ln)
-                continue
-        rows.append([ln])
+        if rows and _same_row(rows[-1][0], ln):
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
     return [sorted(row, key=lambda ln: ln.bbox[0]) for row in rows]
+
+
+def _same_row(a: _Placed, b: _Placed) -> bool:
+    return abs((a.bbox[1] + a.bbox[3]) / 2 - (b.bbox[1] + b.bbox[3]) / 2) < 0.5 * min(a.height, b.height)
 
 
 def _rows(lines: list[_Placed]) -> list[_Placed]:
@@ -524,8 +525,10 @@ def _title_text(text: str) -> bool:
     return 0 < len(text) <= 60 and text[0].isalpha() and text[-1] not in ".。,，;；:："
 
 
-def _same_row(a: _Placed, b: _Placed) -> bool:
-    return abs((a.bbox[1] + a.bbox[3]) / 2 - (b.bbox[1] + b.bbox[3]) / 2) < 0.5 * min(a.height, b.height)
+def _line_at(items: list[_Placed | _Table], i: int) -> _Placed | None:
+    """The line ``items[i]``; None past either end or for a table."""
+    item = items[i] if 0 <= i < len(items) else None
+    return item if isinstance(item, _Placed) else None
 
 
 def _numbered_title(items: list[_Placed | _Table], k: int, median_h: float) -> tuple[int, int] | None:
@@ -535,19 +538,18 @@ def _numbered_title(items: list[_Placed | _Table], k: int, median_h: float) -> t
     larger than the text and a subsection less, under the height that makes a heading, so on
     xtableGallery's scan "2.3 aov" was text and every hit on p.3 was under "2.1 Data frame"'s
     section. "2.6" is level 3, under "2" (level 2), as the text layer's outline has them."""
-    p = items[k]
-    if isinstance(p, _Table):
+    p, before, after = (_line_at(items, i) for i in (k, k - 1, k + 1))
+    if p is None:
         return None
-    before, after = (items[i] if 0 <= i < len(items) else None for i in (k - 1, k + 1))
-    alone = not (isinstance(before, _Placed) and _same_row(before, p))
+    alone = before is None or not _same_row(before, p)
     text = p.line.text.strip()
-    if (alone and _SECTION_NUMBER.match(text) and isinstance(after, _Placed) and _same_row(p, after)
+    if (alone and _SECTION_NUMBER.match(text) and after is not None and _same_row(p, after)
             and 0 <= after.bbox[0] - p.bbox[2] < 3 * median_h and _title_text(after.line.text)):
-        beyond = items[k + 2] if k + 2 < len(items) else None
-        if not (isinstance(beyond, _Placed) and _same_row(after, beyond)):
+        beyond = _line_at(items, k + 2)
+        if beyond is None or not _same_row(after, beyond):
             return 2, 2 + text.count(".")
     m = _NUMBERED_TITLE.match(text)
-    if alone and m and _title_text(text[m.end():]) and not (isinstance(after, _Placed) and _same_row(p, after)):
+    if alone and m and _title_text(text[m.end():]) and (after is None or not _same_row(p, after)):
         return 1, 2 + m.group(1).count(".")
     return None
 
@@ -560,11 +562,6 @@ def _same_paragraph(above: _Placed | None, below: _Placed, median_h: float) -> b
         return False
     gap = below.bbox[1] - above.bbox[3]
     return -0.3 * median_h <= gap < 0.8 * median_h and abs(below.bbox[0] - above.bbox[0]) < 2 * median_h
-
-
-def _next_line(items: list[_Placed | _Table], i: int) -> _Placed | None:
-    after = items[i + 1] if i + 1 < len(items) else None
-    return after if isinstance(after, _Placed) else None
 
 
 # Text that is no heading, however tall its box: a sentence ending inside it, a comma or hyphen
@@ -608,6 +605,20 @@ def _line_box(ln: Line, end: int) -> list[float]:
     return [round(v, 2) for v in ln.bbox] + [end]
 
 
+def _block_of(kind: str, ln: Line, text: str, level: int | None = None) -> Block:
+    """A block of one line, ``text`` being the line's."""
+    return Block(kind, ln.bbox, text, level=level, lines=[_line_box(ln, len(text))])
+
+
+def _extend(block: Block, ln: Line, text: str) -> None:
+    """``ln`` (``text`` being the line's) added at the end of ``block``: its text joined on, its
+    box taken in, its line box kept."""
+    block.text = _join(block.text, text)
+    block.bbox = (min(block.bbox[0], ln.bbox[0]), min(block.bbox[1], ln.bbox[1]),
+                  max(block.bbox[2], ln.bbox[2]), max(block.bbox[3], ln.bbox[3]))
+    block.lines.append(_line_box(ln, len(block.text)))
+
+
 def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
     """Blocks in reading order, and the page as Markdown. Block boxes are the union of their
     lines' boxes, on the page as it is (not in the upright frame). Lines that stand in rows of
@@ -633,31 +644,22 @@ def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
                 continue
             title = _numbered_title(items, k - 1, median_h)
             if title is not None:
-                taken = [p] + items[k:k + title[0] - 1]  # type: ignore[list-item]
-                k += title[0] - 1
-                text, boxes = "", []
-                for q in taken:
-                    text = _join(text, q.line.text.strip())
-                    boxes.append(_line_box(q.line, len(text)))
-                bbox = (min(q.line.bbox[0] for q in taken), min(q.line.bbox[1] for q in taken),
-                        max(q.line.bbox[2] for q in taken), max(q.line.bbox[3] for q in taken))
-                blocks.append(Block("heading", bbox, text, level=title[1], lines=boxes))
-                confidences.append([q.line.confidence for q in taken])
-                prev = taken[-1]
+                count, level = title
+                blocks.append(_block_of("heading", p.line, p.line.text.strip(), level))
+                confidences.append([p.line.confidence])
+                for q in items[k:k + count - 1]:
+                    _extend(blocks[-1], q.line, q.line.text.strip())  # type: ignore[union-attr]
+                    confidences[-1].append(q.line.confidence)  # type: ignore[union-attr]
+                k += count - 1
+                prev = items[k - 1]  # type: ignore[assignment]
                 continue
             ln = p.line
-            heading = _is_heading(p, prev, _next_line(items, k - 1), median_h)
-            same_para = blocks and blocks[-1].type == "text" and not heading and _same_paragraph(prev, p, median_h)
-            if same_para:
-                b = blocks[-1]
-                b.text = _join(b.text, ln.text)
-                b.bbox = (min(b.bbox[0], ln.bbox[0]), min(b.bbox[1], ln.bbox[1]),
-                          max(b.bbox[2], ln.bbox[2]), max(b.bbox[3], ln.bbox[3]))
-                b.lines.append(_line_box(ln, len(b.text)))
+            heading = _is_heading(p, prev, _line_at(items, k), median_h)
+            if blocks and blocks[-1].type == "text" and not heading and _same_paragraph(prev, p, median_h):
+                _extend(blocks[-1], ln, ln.text)
                 confidences[-1].append(ln.confidence)
             else:
-                blocks.append(Block("heading" if heading else "text", ln.bbox, ln.text,
-                                    lines=[_line_box(ln, len(ln.text))]))
+                blocks.append(_block_of("heading" if heading else "text", ln, ln.text))
                 confidences.append([ln.confidence])
             prev = p
     for b, confs in zip(blocks, confidences):
