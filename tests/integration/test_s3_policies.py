@@ -81,11 +81,11 @@ def recorded(kb_env, airflow_db, monkeypatch, tmp_path):
 
     with recording_s3_proxy(kb_env["KB_S3_ENDPOINT"]) as proxy:  # the search service's page image
         from kb.objectstore import ObjectStore
-        from kb.search.pages import render_png
+        from kb.search.pages import indexed_entry, render_indexed
 
         via = ObjectStore.connect(proxy["endpoint"], kb_env["KB_S3_ACCESS_KEY"], kb_env["KB_S3_SECRET_KEY"])
-        png = render_png(via, Ledger.for_settings(settings), doc_id_for(inbox, "docs/manual.pdf"), 1, None, 72,
-                         1_000_000, max_bytes=10 * 2**20)
+        entry = indexed_entry(Ledger.for_settings(settings), doc_id_for(inbox, "docs/manual.pdf"))
+        png = render_indexed(via, entry, 1, None, 72, 1_000_000, max_bytes=10 * 2**20)
         assert png.startswith(b"\x89PNG")
         made["kb-search-read"] = requests_of(proxy)
 

@@ -55,18 +55,12 @@ def indexed_entry(ledger: Ledger, doc_id: str) -> LedgerEntry:
     return entry
 
 
-def render_png(store: ObjectStore, ledger: Ledger, doc_id: str, page: int, version: str | None,
-               dpi: int, max_pixels: int, boxes: Sequence[Sequence[float]] = (), *, max_bytes: int) -> bytes:
-    """Page ``page`` (1-based) of ``doc_id``'s indexed version as PNG (``version``, when given,
-    must be that version), at ``dpi`` unless that would exceed ``max_pixels``, whatever size
-    the page claims, with ``boxes`` (x0, y0, x1, y1 in points of the displayed page) highlighted."""
-    return render_indexed(store, indexed_entry(ledger, doc_id), page, version, dpi, max_pixels, boxes,
-                          max_bytes=max_bytes)
-
-
 def render_indexed(store: ObjectStore, entry: LedgerEntry, page: int, version: str | None, dpi: int,
                    max_pixels: int, boxes: Sequence[Sequence[float]] = (), *, max_bytes: int) -> bytes:
-    """``render_png`` for an entry ``indexed_entry`` gave."""
+    """Page ``page`` (1-based) of the indexed version of ``entry`` (as ``indexed_entry`` gave it)
+    as PNG (``version``, when given, must be that version), at ``dpi`` unless that would exceed
+    ``max_pixels``, whatever size the page claims, with ``boxes`` (x0, y0, x1, y1 in points of
+    the displayed page) highlighted."""
     if version is not None and version != entry.indexed_version_id:
         raise PageNotFound(f"{entry.key} version {version} is not the indexed one", "unknown_version")
     try:
