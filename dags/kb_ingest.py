@@ -19,7 +19,8 @@ New and changed documents in the `inbox` bucket become searchable chunks in Qdra
 6. **sweep** removes the artifacts of deleted and superseded versions once they are
    `KB_ARTIFACT_RETENTION_DAYS` old (page results, quarantine folders, old inbox versions),
    a bounded number per run; records stay.
-7. **report** writes the run summary and fails the run if any document failed.
+7. **report** writes the run summary and fails the run if any document failed, or if there is
+   no plan (sense or plan failed for good; that task has alerted, report adds no alert).
 8. **alert** sends one e-mail and one webhook call per quarantined document, and per document
    indexed without some pages (connections `kb_alerts_smtp`, `kb_alerts_webhook`); a task
    that fails for good alerts once as well.
@@ -95,13 +96,21 @@ def _context(params=None):
     return Context(ObjectStoreHook().store, PipelineSettings(), quality)
 
 
-def _require_plan(planned) -> None:
-    """Report and alert run after failures too, but without a plan there is nothing to
-    report: the task that failed has alerted already, so these skip instead of failing."""
-    if planned is None:
-        from airflow.sdk.exceptions import AirflowSkipException
+def _require_plan(planned, *, decides_the_run: bool = False) -> None:
+    """Report and alert run after failures too, but without a plan there is nothing to report,
+    and the task that failed (sense or plan) has alerted already. ``alert`` skips. ``report``
+    fails, without a second alert: it is the leaf that decides the run's state, and when it
+    skipped, a run whose plan had failed ended "success"."""
+    if planned is not None:
+        return
+    message = "no plan: sense or plan failed (and alerted); nothing to report"
+    if decides_the_run:
+        from kb_airflow.notifiers import AlreadyAlerted
 
-        raise AirflowSkipException("no plan: sense or plan failed (and alerted); nothing to report")
+        raise AlreadyAlerted(message)
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    raise AirflowSkipException(message)
 
 
 def _results(indexed) -> list:
@@ -247,7 +256,7 @@ def kb_ingest():
         from kb.pipeline.messages import Plan, Sensed, Swept
         from kb.pipeline.report import report
 
-        _require_plan(planned)
+        _require_plan(planned, decides_the_run=True)
         results = _results(indexed)
         seconds = None
         if dag_run is not None and dag_run.start_date is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 from airflow.sdk import BaseHook, BaseNotifier
-from airflow.sdk.exceptions import AirflowNotFoundException, AirflowSecretsBackendAccessDenied
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSecretsBackendAccessDenied
 
 from kb import channels
 from kb.settings import AlertSettings
@@ -109,6 +109,12 @@ def send_document_alerts(ctx, results, context, run_id: str) -> dict[str, int]:
     return {"sent": sent, "channels": len(channels)}
 
 
+class AlreadyAlerted(AirflowFailException):
+    """Fails a task, with no retry, because an upstream task failed for good and has alerted
+    already: the failure decides the run's state, and ``TaskFailureNotifier`` sends nothing
+    for it, so ops hear of one cause once."""
+
+
 class TaskFailureNotifier(BaseNotifier):
     """``on_failure_callback``: Airflow calls it once, when a task has failed for good
     (retries go to ``on_retry_callback``, which this project leaves unset)."""
@@ -117,6 +123,9 @@ class TaskFailureNotifier(BaseNotifier):
         ti = context.get("ti") or context.get("task_instance")
         dag_run = context.get("dag_run")
         exc = context.get("exception")
+        if isinstance(exc, AlreadyAlerted):
+            log.info("no failure alert for %s: %s", getattr(ti, "task_id", "?"), exc)
+            return
         dag_id = getattr(ti, "dag_id", "?")
         task = getattr(ti, "task_id", "?") + (f"[{ti.map_index}]" if getattr(ti, "map_index", -1) not in (-1, None) else "")
         tries = getattr(ti, "try_number", "?")

@@ -165,6 +165,38 @@ def test_a_task_that_fails_after_its_retries_alerts_once(kb_env, receivers, monk
     assert receivers["smtp"]["logins"] == ["alerts"], "the connection's credentials were used"
 
 
+def test_a_run_whose_plan_fails_fails_and_alerts_once(kb_env, receivers, monkeypatch):
+    """Sense succeeds, plan cannot ask the OCR service its limits: the run must end "failed"
+    (report and alert have no plan to work on; before, both skipped and the run read "success")
+    and ops hear of it once, from plan, not again from report."""
+    import socket
+
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    store.put_bytes(inbox, "manual.pdf", make_pdf(coded_pages("unplanned", 2)))
+    with socket.socket() as closed:  # a loopback port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("KB_RETRY_DELAY_S", "0.5")
+    monkeypatch.setenv("KB_OCR_MODE", "service")
+    monkeypatch.setenv("AIRFLOW_CONN_OCR_SERVICE", json.dumps({
+        "conn_type": "http", "host": "127.0.0.1", "port": port, "schema": "http", "password": "k",
+        "extra": {"retries": 0, "connect_timeout_s": 2},
+    }))
+    from tests.integration.dagrun import load_dag
+
+    dag = load_dag()
+    dag.deadline = None  # as run_ingest does (dag.test() and deadline alerts, see there)
+    dr = dag.test(run_conf={"prefix": "", "force": False})
+    states = {ti.task_id: ti.state for ti in dr.get_task_instances()}
+    assert states["sense"] == "success" and states["plan"] == "failed", states
+    assert dr.state == "failed", states
+    smtp, hook = receivers["smtp"]["messages"], receivers["webhook"]["calls"]
+    assert [m["Subject"] for m in smtp] == ["[kb] task kb_ingest.plan failed after 2 tries"], smtp
+    assert len(hook) == 1 and hook[0][1]["kb"]["task"] == "plan" and "OcrUnavailable" in hook[0][1]["text"]
+    entry = Ledger.for_settings(PipelineSettings()).get(doc_id_for(inbox, "manual.pdf"))
+    assert entry is None or entry.status != Status.INDEXED, entry  # nothing claimed done
+
+
 def test_a_document_indexed_without_a_page_says_so_in_summary_ledger_and_one_alert(kb_env, receivers):
     store, inbox = kb_env["store"], kb_env["inbox"]
     smtp, hook = receivers["smtp"]["messages"], receivers["webhook"]["calls"]
