@@ -56,6 +56,9 @@ def ingest(paths: list[str], prefix: str = "", *, wait: bool = False, force: boo
         return 0
     result = run_ingest(s, {"prefix": folder, "force": force}, timeout_s)
     _print_summary(result.state, result.summary or {})
+    # The counts above are this run's; a run the inbox watcher started on the upload may have
+    # indexed the files first (then this one finds them unchanged), so say where each stands.
+    print("the uploaded files now:")
     _print_outcomes(store, p, uploaded)
     return 0 if result.state == "success" else 1
 
