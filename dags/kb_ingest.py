@@ -36,8 +36,10 @@ finished by then alerts once on the channels above and leaves `alerts/deadline-m
 in the artifacts bucket; Airflow lists its deadlines with the run.
 
 Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
-(a backfill; page results are reused) and to retire past the retire guard, and `quality`
-to override data-quality thresholds for this run.
+(a backfill; page results are reused) and to retire past the retire guard, `reread` to re-index
+them too and read again the pages whose stored results an older version of the engine's reading
+rules wrote (`extraction_version`; other pages are reused), and `quality` to override
+data-quality thresholds for this run.
 """
 
 from __future__ import annotations
@@ -157,6 +159,9 @@ def _deadline():
         "prefix": Param("", type="string", description="only objects whose key starts with this"),
         "force": Param(False, type="boolean",
                        description="re-index unchanged documents (backfill); retire past the retire guard"),
+        "reread": Param(False, type="boolean",
+                        description="re-plan every document, and read again the pages an older engine "
+                                    "version read (after an upgrade of the reading rules); other pages are reused"),
         "quality": Param({}, type="object",
                          description='data-quality threshold overrides, e.g. {"max_empty_page_share": 0.8}'),
     },
@@ -175,7 +180,7 @@ def kb_ingest():
             ctx = _context(params)
         except BadParams as exc:  # a retry cannot fix the run's params
             raise AirflowFailException(str(exc)) from exc
-        return sense(ctx, prefix=params["prefix"], force=params["force"]).as_dict()
+        return sense(ctx, prefix=params["prefix"], force=params["force"], reread=params["reread"]).as_dict()
 
     @task
     def retire(sensed: dict, run_id=None) -> int:

@@ -30,7 +30,7 @@ from ocr_engine.api.pdf import check_range, close_pdf, open_pdf
 from ocr_engine.api.errors import Busy, TooManyPages
 from ocr_engine.api.limits import EngineLimits
 from ocr_engine.pace import PageClock
-from ocr_engine.api.pages import PageResult, PageStatus
+from ocr_engine.api.pages import EXTRACTION_VERSION, PageResult, PageStatus
 from ocr_engine.settings import EngineSettings
 
 Routes = dict[int, str]  # page (1-based) -> the backend that reads it
@@ -59,7 +59,8 @@ class OcrEngine:
         pace = self.clock.snapshot(self.registry.names)
         return EngineLimits(ocr_backend=self.ocr_backend_name, max_pages_per_call=ocr.max_pages_per_call,
                             token_budget=ocr.token_budget, seconds_per_page={k: v["estimate"] for k, v in pace.items()},
-                            pace=pace, min_text_chars=self.settings.min_text_chars)
+                            pace=pace, min_text_chars=self.settings.min_text_chars,
+                            extraction_version=EXTRACTION_VERSION)
 
     # --- the API ----------------------------------------------------------------------
 
@@ -82,6 +83,7 @@ class OcrEngine:
                 results: dict[int, PageResult] = {}
                 for name, group in self._by_backend(routes).items():
                     for r in self.backend(name).parse(doc, group, call):
+                        r.extraction_version = EXTRACTION_VERSION
                         results[r.page] = r
                         # as each page arrives: a call cancelled later (a timeout) has still
                         # timed the pages it finished, and the pace a client reads next is real

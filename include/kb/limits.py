@@ -34,6 +34,9 @@ class RangeLimits:
     max_pages_kv: int | None = None  # the largest range the service's KV budget admits
     # text-layer characters below which the reader OCRs a page: the planner's "scanned"
     min_text_chars: int = 0
+    # the reader's rules now (``EngineLimits.extraction_version``): a ``reread`` run reads again
+    # the stored pages that name another
+    extraction_version: str | None = None
 
     @classmethod
     def of(cls, engine: EngineLimits, source: str, request: RequestLimits | None = None,
@@ -48,7 +51,7 @@ class RangeLimits:
             timeout_s=request.timeout_s if request else None,
             queue_timeout_s=request.queue_timeout_s if request else None,
             max_pages_per_call=engine.max_pages_per_call, max_pages_kv=max_pages_kv,
-            min_text_chars=engine.min_text_chars,
+            min_text_chars=engine.min_text_chars, extraction_version=engine.extraction_version,
         )
 
     @classmethod

@@ -8,7 +8,7 @@ of these numbers.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, TypeVar
 
 
@@ -16,9 +16,11 @@ R = TypeVar("R")
 
 
 def from_fields(cls: type[R], data: dict[str, Any], **typed: Any) -> R:
-    """A record of a flat dataclass from its published dict: every field must be there;
-    fields a newer writer added are left out. ``typed`` gives fields already parsed."""
-    return cls(**{f.name: typed[f.name] if f.name in typed else data[f.name] for f in fields(cls)})  # type: ignore[arg-type]
+    """A record of a flat dataclass from its published dict: every field must be there, except
+    one with a default (added after the record was first published, so an older writer lacks
+    it); fields a newer writer added are left out. ``typed`` gives fields already parsed."""
+    return cls(**{f.name: typed[f.name] if f.name in typed else data[f.name] for f in fields(cls)  # type: ignore[arg-type]
+                  if f.name in typed or f.name in data or (f.default is MISSING and f.default_factory is MISSING)})
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class EngineLimits:
     # a page with less text-layer text than this is read by OCR (the ``auto`` route); the
     # planner counts such pages as scanned with this same number
     min_text_chars: int
+    # the reading rules' version the engine stamps on each page (``pages.EXTRACTION_VERSION``);
+    # a planner compares stored results with it. None from a service older than the field.
+    extraction_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -10,6 +10,15 @@ from enum import StrEnum
 from typing import Any
 
 
+# The engine's reading rules: how OCR lines become blocks (``ocr_engine.layout``), how a text
+# layer's blocks and tables are read, how words are spaced. Raised with every change to them
+# that alters a page's blocks or text, so that a stored page result says which rules read it
+# and a backfill can read again the pages older rules read (kb_ingest's ``reread``): the
+# pipeline keeps page results and reuses them for the same bytes, so without it a better
+# layout would reach only documents read after it. Results stored before it existed have none.
+EXTRACTION_VERSION = "1"
+
+
 class PageStatus(StrEnum):
     OK = "ok"
     EMPTY = "empty"  # nothing recognised
@@ -65,6 +74,7 @@ class PageResult:
     confidence: float | None = None  # mean over blocks, where the backend gives one
     model_version: str | None = None
     weights_digest: str | None = None
+    extraction_version: str | None = None  # EXTRACTION_VERSION of the engine that read it
     tokens_in: int | None = None
     tokens_out: int | None = None
     seconds: float = 0.0  # what a caller waited for this page (rendering and queueing included)

@@ -17,6 +17,7 @@ def context(quality: QualitySettings | None = None) -> Context:
     return Context(ObjectStore.from_settings(), PipelineSettings(), quality or QualitySettings())
 
 
-def plan_run(ctx: Context, run_id: str, *, force: bool = False, limits: RangeLimits | None = None) -> Plan:
+def plan_run(ctx: Context, run_id: str, *, force: bool = False, reread: bool = False,
+             limits: RangeLimits | None = None) -> Plan:
     """sense, then plan, with the local engine's limits unless others are given."""
-    return plan(ctx, sense(ctx, force=force), run_id, limits or RangeLimits.from_engine(local_engine()))
+    return plan(ctx, sense(ctx, force=force, reread=reread), run_id, limits or RangeLimits.from_engine(local_engine()))

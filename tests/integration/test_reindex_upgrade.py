@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
+import pymupdf
 import pytest
 
 from kb.pipeline import signature
@@ -19,15 +20,17 @@ from kb.pipeline.sense import sense
 from kb.points import point_id
 from kb.store import open_reader
 from tests.integration.stages import context, plan_run
-from tests.pdfs import guide_pdf, scanned_copy
+from kb.ledger import doc_id_for
+from ocr_engine.api.pages import EXTRACTION_VERSION
+from tests.pdfs import coded_pages, guide_pdf, make_pdf, scanned_copy
 
 pytestmark = pytest.mark.integration
 NEW_FIELDS = ("width", "height")
 NEW_BLOCK_FIELDS = ("level", "rows", "col_x", "row_y")
 
 
-def run(ctx, run_id: str, extractor) -> tuple[int, list]:
-    planned = plan_run(ctx, run_id)
+def run(ctx, run_id: str, extractor, **how) -> tuple[int, list]:
+    planned = plan_run(ctx, run_id, **how)
     for rng in planned.ranges:
         extract(ctx, rng, extractor)
     return len(planned.documents), index_batch(ctx, planned.documents, run_id)
@@ -94,3 +97,48 @@ def test_an_upgrade_re_chunks_every_document_once_and_reads_no_page_again(kb_env
 
     # once: the next run has nothing to do
     assert sense(ctx).todo == []
+
+
+def test_a_reread_reads_again_only_the_pages_older_reading_rules_read(kb_env):
+    """After an upgrade of the engine's reading rules (``EXTRACTION_VERSION``): a plain backfill
+    reuses every stored page; ``reread`` reads again the pages whose results name no version or
+    another one, and no other page."""
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    store.put_bytes(inbox, "guides/field-guide.pdf", guide_pdf())
+    store.put_bytes(inbox, "guides/bulletin.pdf", make_pdf(coded_pages("bulletin", 2)))
+    ctx = context()
+    planned, results = run(ctx, "run-first", engine_extractor)
+    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    keys = [o.key for o in store.list_latest(ctx.artifacts, "pages/")]
+    assert keys and all(p["extraction_version"] == EXTRACTION_VERSION
+                        for k in keys for p in store.get_json(ctx.artifacts, k)["pages"])
+
+    guide = doc_id_for(inbox, "guides/field-guide.pdf")
+    older = [k for k in keys if f"/{guide}/" in k]
+    for key in older:  # as an engine of older rules left the guide's pages
+        result = store.get_json(ctx.artifacts, key)
+        for page in result["pages"]:
+            page.pop("extraction_version")
+            page["markdown"] = "read by older rules"
+        store.put_json(ctx.artifacts, key, result)
+    reads = []
+
+    def counting(data, first, last, backend="auto"):
+        reads.append((first, last))
+        return engine_extractor(data, first, last, backend)
+
+    planned, _ = run(ctx, "run-backfill", counting, force=True)
+    assert planned == 2 and reads == [], "a plain backfill reuses every stored page"
+    planned, results = run(ctx, "run-reread", counting, reread=True)
+    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    guide_pages = pymupdf.open(stream=guide_pdf(), filetype="pdf").page_count
+    assert sorted(reads) == [(1, guide_pages)], "only the guide's pages, read by older rules, are read again"
+    for key in older:
+        pages = store.get_json(ctx.artifacts, key)["pages"]
+        assert all(p["extraction_version"] == EXTRACTION_VERSION and "older rules" not in p["markdown"] for p in pages)
+    with open_reader(ctx.settings) as vs:
+        assert not [p for p in vs.points(guide) if "older rules" in p.payload["text"]]
+
+    reads.clear()
+    run(ctx, "run-reread-again", counting, reread=True)
+    assert reads == [], "pages the current rules read are not read again"

@@ -8,6 +8,7 @@ import pytest
 
 from kb.planning import SCANNED, TEXT, classify_pages
 from ocr_engine.api import cost
+from ocr_engine.api.pages import EXTRACTION_VERSION
 from ocr_engine.backends.registry import Registry
 from ocr_engine.engine import OcrEngine
 from ocr_engine.api.pages import PageResult, PageStatus
@@ -43,6 +44,8 @@ def test_the_pages_the_planner_counts_as_scanned_are_exactly_those_auto_sends_to
     results = engine.parse_pdf(pdf)  # backend: auto
     assert [r.backend for r in results] == [NAME if k == SCANNED else "textlayer" for k in kinds]
     assert engine.route(pdf) == {r.page: r.backend for r in results}
+    # every page, whichever backend read it, names the reading rules it was read by
+    assert {r.extraction_version for r in results} == {engine.limits().extraction_version} == {EXTRACTION_VERSION}
 
 
 def test_a_named_backend_reads_every_page_and_its_calls_come_back_from_it():

@@ -10,6 +10,7 @@ import pytest
 from kb.errors import RangeTooLarge
 from kb.ocr_client import OcrClient, OcrRejected, OcrRequestRefused
 from ocr_engine.api import contract
+from ocr_engine.api.pages import EXTRACTION_VERSION
 from tests import pdfs
 
 DOCUMENTS = [
@@ -35,6 +36,7 @@ def test_the_service_publishes_the_contract_it_answers_by(live):
     limits = httpx.get(f"{live.ocr_url}/v1/limits", headers=live.headers("ocr")).json()
     assert limits["refusals"] == contract.published()
     assert limits["engine"]["min_text_chars"] >= 0
+    assert limits["engine"]["extraction_version"] == EXTRACTION_VERSION  # what a reread compares pages with
 
 
 @pytest.mark.parametrize("data, code", DOCUMENTS, ids=[c for _, c in DOCUMENTS])

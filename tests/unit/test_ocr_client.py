@@ -114,6 +114,14 @@ def test_limits_are_read_from_the_service():
         assert (limits.text_seconds_per_page, limits.scanned_seconds_per_page) == (0.02, 2.5)
         assert limits.source == server.url and server.calls == 2 and limits.min_text_chars == 20
         assert limits.queue_timeout_s == 30.0 and limits.max_pages_kv is None
+        # a service older than extraction versions publishes none: nothing to compare, no error
+        assert limits.extraction_version is None
+    finally:
+        server.close()
+    body["engine"]["extraction_version"] = "7"
+    server = Scripted([(200, {}, body)])
+    try:
+        assert OcrClient(server.url, "k").limits().extraction_version == "7"
     finally:
         server.close()
 

@@ -122,7 +122,7 @@ def extract(ctx: Context, rng: PageRange, extractor: PageExtractor = engine_extr
     """The range's result key; None when the reader refused the document itself (quarantined)."""
     bucket = ctx.artifacts
     done = _stored(ctx, rng.result_key)
-    if done is not None and not (rng.retry_failed and done.failed_pages):
+    if done is not None and not (rng.retry_failed and done.failed_pages) and not _outdated(done, rng):
         return rng.result_key  # the same content and range was extracted before
     started = time.perf_counter()
     data = ctx.store.get_bytes(rng.bucket, rng.key, rng.version_id)
@@ -154,7 +154,7 @@ def _read(ctx: Context, rng: PageRange, data: bytes, extractor: PageExtractor, f
     part_key = ArtifactKeys.range_part(rng.doc_id, rng.sha256, first, last, rng.backend)
     if not whole:
         done = _stored(ctx, part_key)
-        if done is not None:  # a part an earlier try of this range stored
+        if done is not None and not _outdated(done, rng):  # a part an earlier try of this range stored
             reading.pages.extend(done.pages)
             return
     marker = ArtifactKeys.split_marker(rng.doc_id, rng.sha256, first, last, rng.backend)
@@ -188,6 +188,14 @@ def _stored(ctx: Context, key: str) -> RangeResult | None:
         log.warning("%s; reading these pages again", exc)
         return None
     return None if stored is None else RangeResult.from_dict(stored)
+
+
+def _outdated(done: RangeResult, rng: PageRange) -> bool:
+    """In a ``reread`` run: a stored page that another extraction version read (or that says
+    none) is read again; its split markers stay, since the reader's limits did not change."""
+    if rng.reread_unless is None:
+        return False
+    return any(p.extraction_version != rng.reread_unless for p in done.pages)
 
 
 def _try(extractor: PageExtractor, data: bytes, first: int, last: int,

@@ -61,6 +61,9 @@ class PageRange(DocumentVersion):
     # the reader's route: ``auto`` (text layer where usable), or an OCR backend for every page
     # (a reviewer's ``reextract-ocr``); part of the result key
     backend: Requested = AUTO
+    # a ``reread`` run: the reader's extraction version now; stored pages that another version
+    # read (or none, before versions were stamped) are read again instead of reused
+    reread_unless: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", requested(self.backend))  # XCom gives it back as a string
@@ -174,6 +177,7 @@ class Sensed(_Record):
     backing_off: int = 0
     deleted: list[str] = field(default_factory=list)  # what the run retires
     force: bool = False
+    reread: bool = False  # read again the pages an older extraction version read (implies re-planning)
     # computed once in sense (hashing the embedder's weights costs ~0.6 s) and carried on
     index_signature: str | None = None
     retire_held: RetireHold | None = None  # the retire guard stopped this run's deletions

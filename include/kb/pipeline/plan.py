@@ -54,7 +54,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
                 raise DocumentTooLarge(f"{obj.size} bytes is over the {s.max_file_mb} MB limit")
             data = ctx.store.get_bytes(obj.bucket, obj.key, obj.version_id)
             sha = hashlib.sha256(data).hexdigest()
-            if (not sensed.force and entry and entry.status == Status.INDEXED and entry.indexed_sha256 == sha
+            if (not (sensed.force or sensed.reread) and entry and entry.status == Status.INDEXED and entry.indexed_sha256 == sha
                     and entry.index_signature == signature):
                 # Same bytes under a new ETag/version (a re-upload): nothing to redo.
                 record(ctx, entry, obj, status=Status.INDEXED, sha256=sha, run_id=run_id)
@@ -84,7 +84,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
             PageRange(doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size,
                       version_id=obj.version_id, sha256=sha, first=first, last=last, result_key=key,
                       retry_failed=sensed.force or decision in (Decision.REEXTRACT_OCR, Decision.REEXTRACT_LIMITS),
-                      backend=backend)
+                      backend=backend, reread_unless=_reread_unless(sensed, limits))
             for (first, last), key in zip(spans, document.ranges)
         )
     log.info("planned %d documents, %d ranges, %d quarantined, %d skipped",
@@ -92,6 +92,14 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
     return Plan(documents=documents, ranges=ranges, quarantined=quarantined, skipped=skipped,
                 batches=batch_documents(documents, s.index_batch_pages, s.index_batch_documents),
                 limits=limits.as_dict())
+
+
+def _reread_unless(sensed: Sensed, limits: RangeLimits) -> str | None:
+    if not sensed.reread:
+        return None
+    if limits.extraction_version is None:  # a reader that does not say its version: nothing to compare
+        log.warning("reread asked, but %s publishes no extraction version: stored pages are reused", limits.source)
+    return limits.extraction_version
 
 
 def batch_documents(documents: list[PlannedDocument], max_pages: int, max_documents: int) -> list[list[PlannedDocument]]:

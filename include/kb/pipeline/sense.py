@@ -23,17 +23,18 @@ log = logging.getLogger(__name__)
 HELD_KEYS_SHOWN = 20  # documents a hold names in the summary and the alert
 
 
-def sense(ctx: Context, prefix: str = "", force: bool = False) -> Sensed:
+def sense(ctx: Context, prefix: str = "", force: bool = False, reread: bool = False) -> Sensed:
     """New, changed and due-for-retry objects under ``prefix``. ``force`` re-plans every
     object there (a manual backfill, backoffs included); content already extracted is
     reused and point ids are stable, so it only costs time. It also lets the run retire
-    more than the retire guard allows."""
+    more than the retire guard allows. ``reread`` re-plans every object too (not the retire
+    guard), and its extract reads again the pages an older extraction version read."""
     s = ctx.settings
     # one bucket listing and one ledger query, however many documents there are
     objects = list(ctx.store.list_latest(s.inbox_bucket, prefix))
     signature = index_signature(s)
     work = ctx.ledger.changes(s.inbox_bucket, prefix, objects, s.max_attempts, signature)
-    if force:
+    if force or reread:
         work.changed, work.unchanged = work.changed + work.unchanged + work.backing_off, []
         work.backing_off = []
     retire, held = retire_guard(ctx, prefix, work.deleted, len(objects), force)
@@ -43,7 +44,7 @@ def sense(ctx: Context, prefix: str = "", force: bool = False) -> Sensed:
         len(work.unchanged), len(work.deleted), " (held: none retired)" if held else "",
     )
     return Sensed(todo=work.todo, unchanged=len(work.unchanged), backing_off=len(work.backing_off),
-                  deleted=retire, force=force, index_signature=signature, retire_held=held)
+                  deleted=retire, force=force, reread=reread, index_signature=signature, retire_held=held)
 
 
 def retire_guard(ctx: Context, prefix: str, gone: list[LedgerEntry], listed: int,

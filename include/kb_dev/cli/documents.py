@@ -34,7 +34,7 @@ def _files(paths: list[str]) -> list[tuple[Path, str]]:
 
 
 def ingest(paths: list[str], prefix: str = "", *, wait: bool = False, force: bool = False,
-           timeout_s: float = 1800.0) -> int:
+           reread: bool = False, timeout_s: float = 1800.0) -> int:
     """Upload files (a folder's keep their relative paths) under the folder ``prefix``; with
     ``wait``, run kb_ingest on that folder and say where each file stands."""
     from kb.objectstore import ObjectStore
@@ -54,7 +54,7 @@ def ingest(paths: list[str], prefix: str = "", *, wait: bool = False, force: boo
     if not wait:
         print(f"{len(files)} file(s) uploaded; the scheduled kb_ingest run picks them up (or use --wait)")
         return 0
-    result = run_ingest(s, {"prefix": folder, "force": force}, timeout_s)
+    result = run_ingest(s, {"prefix": folder, "force": force, "reread": reread}, timeout_s)
     _print_summary(result.state, result.summary or {})
     # The counts above are this run's; a run the inbox watcher started on the upload may have
     # indexed the files first (then this one finds them unchanged), so say where each stands.
@@ -64,7 +64,8 @@ def ingest(paths: list[str], prefix: str = "", *, wait: bool = False, force: boo
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    return ingest(args.paths, args.prefix, wait=args.wait, force=args.force, timeout_s=args.timeout)
+    return ingest(args.paths, args.prefix, wait=args.wait, force=args.force, reread=args.reread,
+                  timeout_s=args.timeout)
 
 
 def _print_summary(state: str, summary: dict[str, Any]) -> None:
@@ -223,6 +224,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true", help="trigger kb_ingest and follow it to the end")
     p.add_argument("--force", action="store_true",
                    help="with --wait: re-plan and re-index everything under the prefix, quarantined versions included")
+    p.add_argument("--reread", action="store_true",
+                   help="with --wait: re-index everything under the prefix, and read again the pages an older "
+                        "version of the engine's reading rules read (after an upgrade); other pages are reused")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the run")
     p.set_defaults(func=cmd_ingest)
 
