@@ -32,7 +32,7 @@ NEW_BLOCK_FIELDS = ("level", "rows", "col_x", "row_y")
 def run(ctx, run_id: str, extractor, **how) -> tuple[int, list]:
     planned = plan_run(ctx, run_id, **how)
     for rng in planned.ranges:
-        extract(ctx, rng, extractor)
+        extract(ctx, rng, extractor, run_id=run_id)
     return len(planned.documents), index_batch(ctx, planned.documents, run_id)
 
 
@@ -109,6 +109,7 @@ def test_a_reread_reads_again_only_the_pages_older_reading_rules_read(kb_env):
     ctx = context()
     planned, results = run(ctx, "run-first", engine_extractor)
     assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    assert sorted(r.pages_read for r in results) == sorted(r.pages for r in results), "the first run read them all"
     keys = [o.key for o in store.list_latest(ctx.artifacts, "pages/")]
     assert keys and all(p["extraction_version"] == EXTRACTION_VERSION
                         for k in keys for p in store.get_json(ctx.artifacts, k)["pages"])
@@ -127,12 +128,14 @@ def test_a_reread_reads_again_only_the_pages_older_reading_rules_read(kb_env):
         reads.append((first, last))
         return engine_extractor(data, first, last, backend)
 
-    planned, _ = run(ctx, "run-backfill", counting, force=True)
+    planned, results = run(ctx, "run-backfill", counting, force=True)
     assert planned == 2 and reads == [], "a plain backfill reuses every stored page"
+    assert [r.pages_read for r in results] == [0, 0], "and its results say it read none"
     planned, results = run(ctx, "run-reread", counting, reread=True)
     assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
     guide_pages = pymupdf.open(stream=guide_pdf(), filetype="pdf").page_count
     assert sorted(reads) == [(1, guide_pages)], "only the guide's pages, read by older rules, are read again"
+    assert {r.key: r.pages_read for r in results} == {"guides/field-guide.pdf": guide_pages, "guides/bulletin.pdf": 0}
     for key in older:
         pages = store.get_json(ctx.artifacts, key)["pages"]
         assert all(p["extraction_version"] == EXTRACTION_VERSION and "older rules" not in p["markdown"] for p in pages)

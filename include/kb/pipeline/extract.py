@@ -142,7 +142,7 @@ def extract(ctx: Context, rng: PageRange, extractor: PageExtractor = engine_extr
         log.warning("%s pages %d-%d: %d page(s) failed alone: %s", rng.key, rng.first, rng.last, len(failed), failed[:3])
     ctx.store.put_json(bucket, rng.result_key, RangeResult(
         rng.doc_id, rng.sha256, rng.first, rng.last, pages, seconds=round(time.perf_counter() - started, 3),
-        splits=reading.splits, failed_pages=failed).as_dict())
+        splits=reading.splits, failed_pages=failed, run_id=run_id or None).as_dict())
     return rng.result_key
 
 

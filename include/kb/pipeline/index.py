@@ -42,6 +42,7 @@ class LoadedPages:
     pages: list[PageResult]  # in page order
     ranges_split: int
     extract_seconds: float
+    pages_read: int = 0  # by this run's extract tasks (the rest reused from earlier runs)
 
     @property
     def ocr_pages(self) -> int:
@@ -73,9 +74,9 @@ class Prepared:
     seconds: float
 
 
-def load_pages(ctx: Context, document: PlannedDocument) -> LoadedPages:
+def load_pages(ctx: Context, document: PlannedDocument, run_id: str | None = None) -> LoadedPages:
     pages: list[PageResult] = []
-    missing, splits, seconds = [], 0, 0.0
+    missing, splits, seconds, read = [], 0, 0.0, 0
     for key in document.ranges:
         stored = ctx.store.get_json(ctx.artifacts, key)
         if stored is None:
@@ -85,9 +86,10 @@ def load_pages(ctx: Context, document: PlannedDocument) -> LoadedPages:
         pages.extend(result.pages)
         splits += result.splits
         seconds += result.seconds
+        read += len(result.pages) if run_id is not None and result.run_id == run_id else 0
     if missing:
         raise IncompleteExtraction(f"{len(missing)} page range(s) have no result: {missing[:3]}")
-    return LoadedPages(sorted(pages, key=lambda p: p.page), splits, round(seconds, 3))
+    return LoadedPages(sorted(pages, key=lambda p: p.page), splits, round(seconds, 3), read)
 
 
 def _gate(ctx: Context, document: PlannedDocument, suite: str, frame, expectations: list) -> dict[str, Any]:
@@ -149,11 +151,11 @@ def chunk_pages(pages: list[PageResult], embedder: TextEmbedder, settings) -> li
     )
 
 
-def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder) -> Prepared:
+def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder, run_id: str | None = None) -> Prepared:
     """Pages checked, chunked and embedded: everything but the writes."""
     started = time.perf_counter()
     ctx = document_context(ctx, document)
-    loaded = load_pages(ctx, document)
+    loaded = load_pages(ctx, document, run_id)
     check_pages(ctx, document, loaded.pages)
     chunks = chunk_pages(loaded.pages, embedder, ctx.settings)
     texts = [c.embedding_text() for c in chunks]
@@ -190,7 +192,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
                                           message=error.get("message"), record=error.get("record")))
             continue
         try:
-            prepared.append((entry, prepare(ctx, document, embedder)))
+            prepared.append((entry, prepare(ctx, document, embedder, run_id)))
         except ValidationFailed as exc:
             results.append(quarantine_invalid(ctx, document, exc, run_id))
         except Exception as exc:  # recorded per document; the run's report fails the run
@@ -234,6 +236,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
             results.append(DocumentResult(
                 document.doc_id, obj.key, Status.INDEXED, pages=document.page_count, chunks=len(p.ids),
                 failed_pages=failed, ranges_split=p.loaded.ranges_split, ocr_pages=p.loaded.ocr_pages,
+                pages_read=p.loaded.pages_read,
                 extract_seconds=p.loaded.extract_seconds, ocr_usage=p.loaded.usage.as_dict(),
                 record=record_failed_pages(ctx, document, failed, run_id) if failed else None,
                 pages_without_text=p.pages_without_text, seconds=round(p.seconds + time.perf_counter() - started, 3),

@@ -82,6 +82,9 @@ class RangeResult:
     seconds: float = 0.0  # the extract task's time on the range
     splits: int = 0  # how many times the range was halved
     failed_pages: list[dict[str, Any]] = field(default_factory=list)  # [{"page", "reason"}]
+    # the run whose extract read these pages (None: stored before results named it); a later
+    # run that reuses them reads none, and its summary says so
+    run_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {**{f.name: getattr(self, f.name) for f in fields(self)}, "pages": [p.as_dict() for p in self.pages]}
@@ -126,6 +129,9 @@ class DocumentResult(_Record):
     failed_pages: list[dict[str, Any]] = field(default_factory=list)
     ranges_split: int = 0
     ocr_pages: int | None = None  # pages read by OCR (the rest from their text layer)
+    # pages this run read (the rest were stored results of an earlier run, reused); None
+    # where the document was not indexed
+    pages_read: int | None = None
     extract_seconds: float | None = None  # the extract tasks' time on its ranges, summed
     # what its OCR pages cost: ``accounting.OcrUsage.as_dict()`` (a plain dict, for XCom)
     ocr_usage: dict[str, Any] | None = None

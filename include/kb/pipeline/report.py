@@ -36,19 +36,23 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
         # the retire guard held this run's deletions: how many, of how many, which (some)
         "retire_held": sensed.retire_held.as_dict() if sensed.retire_held else None,
         "pages": sum(r.pages or 0 for r in indexed),
+        # of those, the pages this run's extract read; the others were reused from earlier runs
+        "pages_read": sum(r.pages_read or 0 for r in indexed),
         "pages_by_backend": dict(sum((Counter(r.pages_by_backend) for r in indexed), Counter())),
         "pages_failed": [{"key": r.key, **p} for r in indexed for p in r.failed_pages],
         "chunks": sum(r.chunks or 0 for r in indexed),
         "ranges": len(plan.ranges),
         "ranges_split": sum(r.ranges_split for r in results),
-        # what the indexed documents' OCR cost (pages, tokens, device time, KV cache, price)
+        # what the indexed documents' OCR cost (pages, tokens, device time, KV cache, price),
+        # whichever run read them
         "ocr": usage_summary(merge(OcrUsage.from_dict(r.ocr_usage) for r in indexed if r.ocr_usage),
                              gpu_cost_per_hour),
         "quarantine": [{"key": r.key, "code": r.code, "message": r.message, "record": r.record} for r in quarantined],
         "failed": [{"key": r.key, "code": r.code, "message": r.message, "attempts": r.attempts,
                     "next_attempt_at": r.next_attempt_at} for r in failed],
         # one row per document this run finished: what a user checks first
-        "documents": [{"key": r.key, "status": r.status.value, "pages": r.pages, "ocr_pages": r.ocr_pages,
+        "documents": [{"key": r.key, "status": r.status.value, "pages": r.pages, "pages_read": r.pages_read,
+                       "ocr_pages": r.ocr_pages,
                        "failed_pages": len(r.failed_pages), "ranges_split": r.ranges_split,
                        "extract_seconds": r.extract_seconds, "index_seconds": r.seconds, "code": r.code,
                        "pages_by_backend": r.pages_by_backend, "searchable_seconds": r.searchable_seconds,

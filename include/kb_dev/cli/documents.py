@@ -75,12 +75,13 @@ def _print_summary(state: str, summary: dict[str, Any]) -> None:
     print(
         f"run {state}: {summary.get('documents_indexed', 0)} indexed, "
         f"{summary.get('documents_unchanged', 0)} unchanged, {summary.get('documents_quarantined', 0)} quarantined, "
-        f"{summary.get('documents_failed', 0)} failed; {summary.get('pages', 0)} pages, {summary.get('chunks', 0)} chunks"
+        f"{summary.get('documents_failed', 0)} failed; {summary.get('pages', 0)} pages "
+        f"({summary.get('pages_read', 0)} read by this run, the rest reused), {summary.get('chunks', 0)} chunks"
         + (f"; {summary['ranges_split']} range(s) split to fit the OCR service" if summary.get("ranges_split") else "")
     )
     ocr = summary.get("ocr") or {}
     if ocr.get("pages") and ocr.get("pages_per_gpu_hour") is not None:
-        print(f"  OCR: {ocr['pages']} pages, {ocr['tokens_in']} tokens in, {ocr['tokens_out']} out, "
+        print(f"  OCR of the indexed documents (whichever run read them): {ocr['pages']} pages, {ocr['tokens_in']} tokens in, {ocr['tokens_out']} out, "
               f"{ocr['device_seconds']:.1f} s of device time ({ocr['pages_per_gpu_hour']:.0f} pages per GPU-hour)"
               + (f", {ocr['cost_per_1000_pages']:.2f} per 1,000 pages" if ocr.get("cost_per_1000_pages") is not None
                  else ""))
