@@ -41,6 +41,9 @@ def ingest(paths: list[str], prefix: str = "", *, wait: bool = False, force: boo
     from kb.settings import PipelineSettings
     from kb_dev.stack.topology import run_ingest
 
+    if (force or reread) and not wait:  # before any upload: they would be ignored
+        raise KbError("--force and --reread apply to the run that --wait starts; without --wait the files "
+                      "are only uploaded and the scheduled run treats them as usual: add --wait")
     s = client_env()
     p = PipelineSettings()
     store = ObjectStore.from_settings()
