@@ -136,6 +136,11 @@ def test_a_reread_reads_again_only_the_pages_older_reading_rules_read(kb_env):
     guide_pages = pymupdf.open(stream=guide_pdf(), filetype="pdf").page_count
     assert sorted(reads) == [(1, guide_pages)], "only the guide's pages, read by older rules, are read again"
     assert {r.key: r.pages_read for r in results} == {"guides/field-guide.pdf": guide_pages, "guides/bulletin.pdf": 0}
+    # the bulletin read nothing again and its points are current: kept, not embedded and written again
+    bulletin = doc_id_for(inbox, "guides/bulletin.pdf")
+    assert (ctx.ledger.get(guide).run_id, ctx.ledger.get(bulletin).run_id) == ("run-reread", "run-backfill")
+    kept = next(r for r in results if r.doc_id == bulletin)
+    assert kept.chunks == ctx.ledger.get(bulletin).indexed_chunks and kept.chunks > 0
     for key in older:
         pages = store.get_json(ctx.artifacts, key)["pages"]
         assert all(p["extraction_version"] == EXTRACTION_VERSION and "older rules" not in p["markdown"] for p in pages)
@@ -143,5 +148,9 @@ def test_a_reread_reads_again_only_the_pages_older_reading_rules_read(kb_env):
         assert not [p for p in vs.points(guide) if "older rules" in p.payload["text"]]
 
     reads.clear()
-    run(ctx, "run-reread-again", counting, reread=True)
+    planned, results = run(ctx, "run-reread-again", counting, reread=True)
     assert reads == [], "pages the current rules read are not read again"
+    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    assert (ctx.ledger.get(guide).run_id, ctx.ledger.get(bulletin).run_id) == ("run-reread", "run-backfill")
+    with open_reader(ctx.settings) as vs:
+        assert len(vs.points(guide)) == ctx.ledger.get(guide).indexed_chunks, "kept points are still there"

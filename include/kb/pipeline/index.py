@@ -151,11 +151,11 @@ def chunk_pages(pages: list[PageResult], embedder: TextEmbedder, settings) -> li
     )
 
 
-def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder, run_id: str | None = None) -> Prepared:
+def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder, loaded: LoadedPages,
+            started: float | None = None) -> Prepared:
     """Pages checked, chunked and embedded: everything but the writes."""
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started
     ctx = document_context(ctx, document)
-    loaded = load_pages(ctx, document, run_id)
     check_pages(ctx, document, loaded.pages)
     chunks = chunk_pages(loaded.pages, embedder, ctx.settings)
     texts = [c.embedding_text() for c in chunks]
@@ -166,6 +166,25 @@ def prepare(ctx: Context, document: PlannedDocument, embedder: TextEmbedder, run
     ids = [point_id(document.doc_id, document.sha256, c.index) for c in chunks]
     empty = len([p for p in loaded.pages if p.status == PageStatus.EMPTY])
     return Prepared(document, loaded, ids, vectors, sparse, payloads, empty, time.perf_counter() - started)
+
+
+def _current(ctx: Context, document: PlannedDocument, entry: LedgerEntry | None, loaded: LoadedPages,
+             embedder_id: str) -> bool:
+    """A ``reread`` run's document that read no page again, and whose points are this very
+    version's, made with the current embedder, sparse scheme and chunking into the current
+    collection: indexing it again would write the same points (ids are stable), so it is
+    kept. A forced run indexes it anyway: force is how an index in doubt is repaired."""
+    s = ctx.settings
+    return (document.keep_if_current and loaded.pages_read == 0 and entry is not None
+            and entry.status == Status.INDEXED and entry.indexed_sha256 == document.sha256
+            and entry.index_signature == signature_of(embedder_id, s.sparse_tokenizer)
+            and entry.collection == s.collection)
+
+
+def _kept(document: PlannedDocument, entry: LedgerEntry) -> DocumentResult:
+    log.info("kept %s: no page read again, its points are current", document.key)
+    return DocumentResult(document.doc_id, document.key, Status.INDEXED, pages=entry.pages,
+                          chunks=entry.indexed_chunks, failed_pages=list(entry.failed_pages or []), pages_read=0)
 
 
 def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> list[DocumentResult]:
@@ -192,7 +211,12 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
                                           message=error.get("message"), record=error.get("record")))
             continue
         try:
-            prepared.append((entry, prepare(ctx, document, embedder, run_id)))
+            started = time.perf_counter()
+            loaded = load_pages(ctx, document, run_id)
+            if _current(ctx, document, entry, loaded, embedder.model_id):
+                results.append(_kept(document, entry))
+                continue
+            prepared.append((entry, prepare(ctx, document, embedder, loaded, started)))
         except ValidationFailed as exc:
             results.append(quarantine_invalid(ctx, document, exc, run_id))
         except Exception as exc:  # recorded per document; the run's report fails the run

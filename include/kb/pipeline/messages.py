@@ -110,6 +110,9 @@ class PlannedDocument(DocumentVersion):
     # overrides, which apply to this document alone
     decision: str | None = None
     quality: dict[str, Any] = field(default_factory=dict)
+    # a ``reread`` run that is not also forced: when none of its pages is read again and its
+    # indexed points are this version's, made the current way, index keeps them as they are
+    keep_if_current: bool = False
 
 
 @dataclass

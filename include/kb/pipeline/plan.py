@@ -78,6 +78,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
             sha256=sha, page_count=len(kinds), scanned_pages=[i + 1 for i, k in enumerate(kinds) if k == SCANNED],
             ranges=[ArtifactKeys.pages(doc_id, sha, a, b, backend) for a, b in spans],
             decision=str(decision) if decision else None, quality=dict(review.quality) if review else {},
+            keep_if_current=sensed.reread and not sensed.force,
         )
         documents.append(document)
         ranges.extend(
