@@ -19,8 +19,9 @@ def from_fields(cls: type[R], data: dict[str, Any], **typed: Any) -> R:
     """A record of a flat dataclass from its published dict: every field must be there, except
     one with a default (added after the record was first published, so an older writer lacks
     it); fields a newer writer added are left out. ``typed`` gives fields already parsed."""
-    return cls(**{f.name: typed[f.name] if f.name in typed else data[f.name] for f in fields(cls)  # type: ignore[arg-type]
-                  if f.name in typed or f.name in data or (f.default is MISSING and f.default_factory is MISSING)})
+    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+    return cls(**{f.name: typed[f.name] if f.name in typed else data[f.name]  # type: ignore[arg-type]
+                  for f in fields(cls) if f.name in typed or f.name in data or f.name in required})
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,8 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
                 raise DocumentTooLarge(f"{obj.size} bytes is over the {s.max_file_mb} MB limit")
             data = ctx.store.get_bytes(obj.bucket, obj.key, obj.version_id)
             sha = hashlib.sha256(data).hexdigest()
-            if (not (sensed.force or sensed.reread) and entry and entry.status == Status.INDEXED and entry.indexed_sha256 == sha
-                    and entry.index_signature == signature):
+            if (not (sensed.force or sensed.reread) and entry and entry.status == Status.INDEXED
+                    and entry.indexed_sha256 == sha and entry.index_signature == signature):
                 # Same bytes under a new ETag/version (a re-upload): nothing to redo.
                 record(ctx, entry, obj, status=Status.INDEXED, sha256=sha, run_id=run_id)
                 skipped.append({"doc_id": doc_id, "key": obj.key, "reason": "same_content"})

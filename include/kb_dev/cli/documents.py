@@ -84,7 +84,8 @@ def _print_summary(state: str, summary: dict[str, Any]) -> None:
     )
     ocr = summary.get("ocr") or {}
     if ocr.get("pages") and ocr.get("pages_per_gpu_hour") is not None:
-        print(f"  OCR of the indexed documents (whichever run read them): {ocr['pages']} pages, {ocr['tokens_in']} tokens in, {ocr['tokens_out']} out, "
+        print(f"  OCR of the indexed documents (whichever run read them): {ocr['pages']} pages, "
+              f"{ocr['tokens_in']} tokens in, {ocr['tokens_out']} out, "
               f"{ocr['device_seconds']:.1f} s of device time ({ocr['pages_per_gpu_hour']:.0f} pages per GPU-hour)"
               + (f", {ocr['cost_per_1000_pages']:.2f} per 1,000 pages" if ocr.get("cost_per_1000_pages") is not None
                  else ""))
