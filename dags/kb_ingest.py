@@ -36,10 +36,10 @@ finished by then alerts once on the channels above and leaves `alerts/deadline-m
 in the artifacts bucket; Airflow lists its deadlines with the run.
 
 Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
-(a backfill; page results are reused) and to retire past the retire guard, `reread` to re-index
-them too and read again the pages whose stored results an older version of the engine's reading
-rules wrote (`extraction_version`; other pages are reused), and `quality` to override
-data-quality thresholds for this run.
+(a backfill; page results are reused) and to retire past the retire guard, `reread` to read
+again the pages whose stored results an older version of the engine's reading rules wrote
+(`extraction_version`) and re-index their documents (the others keep their points), and
+`quality` to override data-quality thresholds for this run.
 """
 
 from __future__ import annotations
@@ -160,8 +160,8 @@ def _deadline():
         "force": Param(False, type="boolean",
                        description="re-index unchanged documents (backfill); retire past the retire guard"),
         "reread": Param(False, type="boolean",
-                        description="re-plan every document, and read again the pages an older engine "
-                                    "version read (after an upgrade of the reading rules); other pages are reused"),
+                        description="read again the pages an older version of the engine's reading rules "
+                                    "read (after an upgrade) and re-index their documents; the others are kept"),
         "quality": Param({}, type="object",
                          description='data-quality threshold overrides, e.g. {"max_empty_page_share": 0.8}'),
     },
