@@ -193,9 +193,9 @@ def _stored(ctx: Context, key: str) -> RangeResult | None:
 def _outdated(done: RangeResult, rng: PageRange) -> bool:
     """In a ``reread`` run: a stored page that another extraction version read (or that says
     none) is read again; its split markers stay, since the reader's limits did not change."""
-    if rng.reread_unless is None:
+    if rng.reuse_only_version is None:
         return False
-    return any(p.extraction_version != rng.reread_unless for p in done.pages)
+    return any(p.extraction_version != rng.reuse_only_version for p in done.pages)
 
 
 def _try(extractor: PageExtractor, data: bytes, first: int, last: int,

@@ -61,9 +61,9 @@ class PageRange(DocumentVersion):
     # the reader's route: ``auto`` (text layer where usable), or an OCR backend for every page
     # (a reviewer's ``reextract-ocr``); part of the result key
     backend: Requested = AUTO
-    # a ``reread`` run: the reader's extraction version now; stored pages that another version
-    # read (or none, before versions were stamped) are read again instead of reused
-    reread_unless: str | None = None
+    # a ``reread`` run: the reader's extraction version now, the only one whose stored pages
+    # are reused; pages another version read (or none, before versions) are read again
+    reuse_only_version: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", requested(self.backend))  # XCom gives it back as a string

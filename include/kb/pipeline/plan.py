@@ -85,7 +85,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
             PageRange(doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size,
                       version_id=obj.version_id, sha256=sha, first=first, last=last, result_key=key,
                       retry_failed=sensed.force or decision in (Decision.REEXTRACT_OCR, Decision.REEXTRACT_LIMITS),
-                      backend=backend, reread_unless=_reread_unless(sensed, limits))
+                      backend=backend, reuse_only_version=_reuse_only_version(sensed, limits))
             for (first, last), key in zip(spans, document.ranges)
         )
     log.info("planned %d documents, %d ranges, %d quarantined, %d skipped",
@@ -95,7 +95,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
                 limits=limits.as_dict())
 
 
-def _reread_unless(sensed: Sensed, limits: RangeLimits) -> str | None:
+def _reuse_only_version(sensed: Sensed, limits: RangeLimits) -> str | None:
     if not sensed.reread:
         return None
     if limits.extraction_version is None:  # a reader that does not say its version: nothing to compare
