@@ -69,6 +69,9 @@ class LedgerEntry:
     embedder: str | None = None
     # the embedder and the sparse scheme the indexed version was made with
     index_signature: str | None = None
+    # the extraction versions that read the indexed version's pages (``PageResult.extraction_version``;
+    # "" for pages that name none); None: indexed before entries kept them
+    extraction_versions: list[str] | None = None
     collection: str | None = None
     run_id: str | None = None
     updated_at: str = field(default_factory=now_iso)

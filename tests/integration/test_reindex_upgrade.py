@@ -8,6 +8,7 @@ chunking makes. Against the real S3 server and the embedded store (Qdrant Edge).
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import numpy as np
 import pymupdf
@@ -131,26 +132,35 @@ def test_a_reread_reads_again_only_the_pages_older_reading_rules_read(kb_env):
     planned, results = run(ctx, "run-backfill", counting, force=True)
     assert planned == 2 and reads == [], "a plain backfill reuses every stored page"
     assert [r.pages_read for r in results] == [0, 0], "and its results say it read none"
+    bulletin = doc_id_for(inbox, "guides/bulletin.pdf")
+    assert ctx.ledger.get(guide).extraction_versions == [""] and ctx.ledger.get(bulletin).extraction_versions == [
+        EXTRACTION_VERSION]
+    # the bulletin's entry as one written before entries kept extraction versions: plan cannot
+    # tell that it is current, so index must
+    ctx.ledger.update(bulletin, lambda e: replace(e, extraction_versions=None))
+
     planned, results = run(ctx, "run-reread", counting, reread=True)
     assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
     guide_pages = pymupdf.open(stream=guide_pdf(), filetype="pdf").page_count
     assert sorted(reads) == [(1, guide_pages)], "only the guide's pages, read by older rules, are read again"
     assert {r.key: r.pages_read for r in results} == {"guides/field-guide.pdf": guide_pages, "guides/bulletin.pdf": 0}
-    # the bulletin read nothing again and its points are current: kept, not embedded and written again
-    bulletin = doc_id_for(inbox, "guides/bulletin.pdf")
-    assert (ctx.ledger.get(guide).run_id, ctx.ledger.get(bulletin).run_id) == ("run-reread", "run-backfill")
-    kept = next(r for r in results if r.doc_id == bulletin)
-    assert kept.chunks == ctx.ledger.get(bulletin).indexed_chunks and kept.chunks > 0
     for key in older:
         pages = store.get_json(ctx.artifacts, key)["pages"]
         assert all(p["extraction_version"] == EXTRACTION_VERSION and "older rules" not in p["markdown"] for p in pages)
     with open_reader(ctx.settings) as vs:
         assert not [p for p in vs.points(guide) if "older rules" in p.payload["text"]]
-
-    reads.clear()
-    planned, results = run(ctx, "run-reread-again", counting, reread=True)
-    assert reads == [], "pages the current rules read are not read again"
-    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    # the bulletin read nothing again and its points are current: kept, not embedded and written
+    # again; its entry learnt its pages' versions
     assert (ctx.ledger.get(guide).run_id, ctx.ledger.get(bulletin).run_id) == ("run-reread", "run-backfill")
+    kept = next(r for r in results if r.doc_id == bulletin)
+    assert kept.chunks == ctx.ledger.get(bulletin).indexed_chunks and kept.chunks > 0
+    assert ctx.ledger.get(bulletin).extraction_versions == ctx.ledger.get(guide).extraction_versions == [
+        EXTRACTION_VERSION]
+
+    # the next reread leaves both out in plan, before fetching them
+    reads.clear()
+    planned_run = plan_run(ctx, "run-reread-again", reread=True)
+    assert planned_run.documents == [] and planned_run.ranges == []
+    assert sorted(d["reason"] for d in planned_run.skipped) == ["read_by_current_rules"] * 2
     with open_reader(ctx.settings) as vs:
-        assert len(vs.points(guide)) == ctx.ledger.get(guide).indexed_chunks, "kept points are still there"
+        assert len(vs.points(guide)) == ctx.ledger.get(guide).indexed_chunks, "and their points are still there"

@@ -45,6 +45,10 @@ class LoadedPages:
     pages_read: int = 0  # by this run's extract tasks (the rest reused from earlier runs)
 
     @property
+    def extraction_versions(self) -> list[str]:
+        return sorted({p.extraction_version or "" for p in self.pages})
+
+    @property
     def ocr_pages(self) -> int:
         return sum(1 for p in self.pages if is_ocr_page(p))
 
@@ -181,8 +185,11 @@ def _current(ctx: Context, document: PlannedDocument, entry: LedgerEntry | None,
             and entry.collection == s.collection)
 
 
-def _kept(document: PlannedDocument, entry: LedgerEntry) -> DocumentResult:
+def _kept(ctx: Context, document: PlannedDocument, entry: LedgerEntry, loaded: LoadedPages) -> DocumentResult:
+    """The entry learns its pages' extraction versions, so that the next reread leaves the
+    document out in plan, before fetching it."""
     log.info("kept %s: no page read again, its points are current", document.key)
+    record(ctx, entry, document.obj, extraction_versions=loaded.extraction_versions)
     return DocumentResult(document.doc_id, document.key, Status.INDEXED, pages=entry.pages,
                           chunks=entry.indexed_chunks, failed_pages=list(entry.failed_pages or []), pages_read=0)
 
@@ -214,7 +221,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
             started = time.perf_counter()
             loaded = load_pages(ctx, document, run_id)
             if _current(ctx, document, entry, loaded, embedder.model_id):
-                results.append(_kept(document, entry))
+                results.append(_kept(ctx, document, entry, loaded))
                 continue
             prepared.append((entry, prepare(ctx, document, embedder, loaded, started)))
         except ValidationFailed as exc:
@@ -255,7 +262,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
                 pages=document.page_count, chunks=len(p.ids), failed_pages=failed or None,
                 indexed_sha256=document.sha256, indexed_version_id=obj.version_id, indexed_chunks=len(p.ids),
                 embedder=embedder.model_id, index_signature=signature_of(embedder.model_id, s.sparse_tokenizer),
-                collection=s.collection, attempts=0, next_attempt_at=None, error=None,
+                extraction_versions=p.loaded.extraction_versions, collection=s.collection, attempts=0, next_attempt_at=None, error=None,
             )
             results.append(DocumentResult(
                 document.doc_id, obj.key, Status.INDEXED, pages=document.page_count, chunks=len(p.ids),

@@ -12,7 +12,8 @@ import logging
 from kb.artifacts import ArtifactKeys
 from kb.errors import DocumentError
 from kb.decisions import Decision
-from kb.ledger import Status, doc_id_for
+from kb.ledger import LedgerEntry, Status, doc_id_for
+from kb.objectstore import ObjectInfo
 from kb.limits import RangeLimits
 from kb.pipeline.context import Context
 from kb.pipeline.messages import DocumentResult, PageRange, Plan, PlannedDocument, Sensed
@@ -49,6 +50,9 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
             ctx.ledger.review_applied(doc_id, run_id)
             entry = ctx.ledger.get(doc_id)
         sha = None
+        if _read_by_current_rules(sensed, entry, obj, signature, s.collection, limits):
+            skipped.append({"doc_id": doc_id, "key": obj.key, "reason": "read_by_current_rules"})
+            continue
         try:
             if obj.size > s.max_file_mb * 1024 * 1024:
                 raise DocumentTooLarge(f"{obj.size} bytes is over the {s.max_file_mb} MB limit")
@@ -93,6 +97,19 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
     return Plan(documents=documents, ranges=ranges, quarantined=quarantined, skipped=skipped,
                 batches=batch_documents(documents, s.index_batch_pages, s.index_batch_documents),
                 limits=limits.as_dict())
+
+
+def _read_by_current_rules(sensed: Sensed, entry: LedgerEntry | None, obj: ObjectInfo, signature: str,
+                           collection: str, limits: RangeLimits) -> bool:
+    """In a ``reread`` run (not forced): a document whose indexed version is this very object,
+    made the current way from pages the current rules read all of, has nothing to read or
+    index again; it is left out before its bytes are even fetched. Entries from before they
+    kept extraction versions say nothing, so those documents go on (and index keeps them if no
+    page of theirs is read again)."""
+    return (sensed.reread and not sensed.force and entry is not None and limits.extraction_version is not None
+            and entry.status == Status.INDEXED and entry.same_version(obj) and entry.sha256 == entry.indexed_sha256
+            and entry.index_signature == signature and entry.collection == collection
+            and entry.extraction_versions == [limits.extraction_version])
 
 
 def _reuse_only_version(sensed: Sensed, limits: RangeLimits) -> str | None:

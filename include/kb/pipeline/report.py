@@ -29,7 +29,9 @@ def summarize(run_id: str, sensed: Sensed, plan: Plan, results: list[DocumentRes
         "documents_unchanged": sensed.unchanged,
         "documents_backing_off": sensed.backing_off,
         "documents_indexed": len(indexed),
-        "documents_skipped_same_content": len(plan.skipped),
+        "documents_skipped_same_content": sum(1 for d in plan.skipped if d["reason"] == "same_content"),
+        # a reread run: indexed from pages the current reading rules read, so left as they are
+        "documents_read_by_current_rules": sum(1 for d in plan.skipped if d["reason"] == "read_by_current_rules"),
         "documents_quarantined": len(quarantined),
         "documents_failed": len(failed),
         "documents_deleted": len(sensed.deleted),
