@@ -15,3 +15,16 @@ def test_a_run_option_without_wait_is_refused_before_any_upload(flag, tmp_path, 
     assert main(["ingest", str(pdf), flag]) == 2
     said = capsys.readouterr()
     assert "add --wait" in said.err and "uploaded" not in said.out
+
+
+@pytest.mark.parametrize("pages, read, said", [
+    (0, 0, "0 pages, 0 chunks"),
+    (6, 6, "6 pages, 4 chunks"),
+    (6, 2, "6 pages (2 read by this run, the rest reused), 4 chunks"),
+])
+def test_the_run_line_says_how_many_pages_this_run_read_only_where_it_reused_some(pages, read, said, capsys):
+    from kb_dev.cli.documents import _print_summary
+
+    _print_summary("success", {"documents_indexed": 1, "pages": pages, "pages_read": read,
+                               "chunks": 0 if not pages else 4})
+    assert said in capsys.readouterr().out

@@ -78,8 +78,7 @@ def _print_summary(state: str, summary: dict[str, Any]) -> None:
     print(
         f"run {state}: {summary.get('documents_indexed', 0)} indexed, "
         f"{summary.get('documents_unchanged', 0)} unchanged, {summary.get('documents_quarantined', 0)} quarantined, "
-        f"{summary.get('documents_failed', 0)} failed; {summary.get('pages', 0)} pages "
-        f"({summary.get('pages_read', 0)} read by this run, the rest reused), {summary.get('chunks', 0)} chunks"
+        f"{summary.get('documents_failed', 0)} failed; {_pages(summary)}, {summary.get('chunks', 0)} chunks"
         + (f"; {summary['ranges_split']} range(s) split to fit the OCR service" if summary.get("ranges_split") else "")
     )
     ocr = summary.get("ocr") or {}
@@ -95,6 +94,13 @@ def _print_summary(state: str, summary: dict[str, Any]) -> None:
         print(f"  failed {f['key']}: {f['code']}: {f['message']} (next try not before {f['next_attempt_at']})")
     for page in summary.get("pages_failed", []):
         print(f"  {page['key']} page {page['page']} left out: {page['reason']}")
+
+
+def _pages(summary: dict[str, Any]) -> str:
+    pages, read = summary.get("pages", 0), summary.get("pages_read", 0)
+    if not pages or read == pages:
+        return f"{pages} pages"
+    return f"{pages} pages ({read} read by this run, the rest reused)"
 
 
 def _print_outcomes(store, p, uploaded) -> None:
