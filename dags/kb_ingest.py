@@ -38,7 +38,8 @@ in the artifacts bucket; Airflow lists its deadlines with the run.
 Trigger by hand with `prefix` to limit the run, `force` to re-index unchanged documents
 (a backfill; page results are reused) and to retire past the retire guard, `reread` to read
 again the pages whose stored results an older version of the engine's reading rules wrote
-(`extraction_version`) and re-index their documents (the others keep their points), and
+(`extraction_version`), or another OCR model than the service's now (`ocr_model`), and
+re-index their documents (the others keep their points), and
 `quality` to override data-quality thresholds for this run.
 """
 
@@ -161,7 +162,8 @@ def _deadline():
                        description="re-index unchanged documents (backfill); retire past the retire guard"),
         "reread": Param(False, type="boolean",
                         description="read again the pages an older version of the engine's reading rules "
-                                    "read (after an upgrade) and re-index their documents; the others are kept"),
+                                    "read, and the scanned pages another OCR model read (after an upgrade or a "
+                                    "model switch), and re-index their documents; the others are kept"),
         "quality": Param({}, type="object",
                          description='data-quality threshold overrides, e.g. {"max_empty_page_share": 0.8}'),
     },

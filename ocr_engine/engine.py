@@ -30,7 +30,7 @@ from ocr_engine.api.pdf import check_range, close_pdf, open_pdf
 from ocr_engine.api.errors import Busy, TooManyPages
 from ocr_engine.api.limits import EngineLimits
 from ocr_engine.pace import PageClock
-from ocr_engine.api.pages import EXTRACTION_VERSION, PageResult, PageStatus
+from ocr_engine.api.pages import EXTRACTION_VERSION, PageResult, PageStatus, ocr_model_id
 from ocr_engine.settings import EngineSettings
 
 Routes = dict[int, str]  # page (1-based) -> the backend that reads it
@@ -55,12 +55,15 @@ class OcrEngine:
 
     def limits(self) -> EngineLimits:
         """The OCR backend's call limits (where it has any) and the observed pace."""
-        ocr = self.backend(self.ocr_backend_name).limits()
+        backend = self.backend(self.ocr_backend_name)
+        ocr = backend.limits()
+        version, digest = backend.model_identity()
         pace = self.clock.snapshot(self.registry.names)
         return EngineLimits(ocr_backend=self.ocr_backend_name, max_pages_per_call=ocr.max_pages_per_call,
                             token_budget=ocr.token_budget, seconds_per_page={k: v["estimate"] for k, v in pace.items()},
                             pace=pace, min_text_chars=self.settings.min_text_chars,
-                            extraction_version=EXTRACTION_VERSION)
+                            extraction_version=EXTRACTION_VERSION,
+                            ocr_model=ocr_model_id(self.ocr_backend_name, version, digest) if version else None)
 
     # --- the API ----------------------------------------------------------------------
 

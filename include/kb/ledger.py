@@ -72,6 +72,9 @@ class LedgerEntry:
     # the extraction versions that read the indexed version's pages (``PageResult.extraction_version``;
     # "" for pages that name none); None: indexed before entries kept them
     extraction_versions: list[str] | None = None
+    # the OCR models that read them (``PageResult.ocr_model``; [] where none did); None: indexed
+    # before entries kept them
+    ocr_models: list[str] | None = None
     collection: str | None = None
     run_id: str | None = None
     updated_at: str = field(default_factory=now_iso)

@@ -37,6 +37,8 @@ class RangeLimits:
     # the reader's rules now (``EngineLimits.extraction_version``): a ``reread`` run reads again
     # the stored pages that name another
     extraction_version: str | None = None
+    # the OCR model ``ocr_backend`` reads with (``EngineLimits.ocr_model``): the same for OCR pages
+    ocr_model: str | None = None
 
     @classmethod
     def of(cls, engine: EngineLimits, source: str, request: RequestLimits | None = None,
@@ -52,6 +54,7 @@ class RangeLimits:
             queue_timeout_s=request.queue_timeout_s if request else None,
             max_pages_per_call=engine.max_pages_per_call, max_pages_kv=max_pages_kv,
             min_text_chars=engine.min_text_chars, extraction_version=engine.extraction_version,
+            ocr_model=engine.ocr_model,
         )
 
     @classmethod

@@ -57,6 +57,9 @@ class EngineLimits:
     # the reading rules' version the engine stamps on each page (``pages.EXTRACTION_VERSION``);
     # a planner compares stored results with it. None from a service older than the field.
     extraction_version: str | None = None
+    # the OCR model ``ocr_backend`` reads with (``pages.ocr_model_id``): a ``reread`` run reads
+    # again the stored OCR pages another model read. None from a service older than the field.
+    ocr_model: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
+from ocr_engine.api.names import TEXT_LAYER_READERS
+
 
 # The engine's reading rules: how OCR lines become blocks (``ocr_engine.layout``), how a text
 # layer's blocks and tables are read, how words are spaced. Raised with every change to them
@@ -17,6 +19,14 @@ from typing import Any
 # pipeline keeps page results and reuses them for the same bytes, so without it a better
 # layout would reach only documents read after it. Results stored before it existed have none.
 EXTRACTION_VERSION = "1"
+
+
+def ocr_model_id(backend: str, model_version: str | None, weights_digest: str | None) -> str:
+    """The OCR model that reads scanned pages, as a page result (``PageResult.ocr_model``) and
+    the engine's limits (``EngineLimits.ocr_model``) both name it: the backend, its model
+    version and, for a backend with weights of its own, their digest. A ``reread`` run reads
+    again the pages another model read, as it does those older reading rules read."""
+    return f"{backend}:{model_version or ''}" + (f"@{weights_digest[:16]}" if weights_digest else "")
 
 
 class PageStatus(StrEnum):
@@ -100,6 +110,14 @@ class PageResult:
     @property
     def is_failed(self) -> bool:
         return self.status == PageStatus.FAILED
+
+    @property
+    def ocr_model(self) -> str | None:
+        """The OCR model that read this page (``ocr_model_id``); None for a page read from its
+        text layer, or one that failed (no reading to keep)."""
+        if not self.backend or self.backend in TEXT_LAYER_READERS or self.is_failed:
+            return None
+        return ocr_model_id(self.backend, self.model_version, self.weights_digest)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -79,6 +79,10 @@ class Backend(Protocol):
     @property
     def weights_digest(self) -> str | None: ...
 
+    def model_identity(self) -> tuple[str | None, str | None]:
+        """(model version, weights digest) as its pages will carry them; must not load a model."""
+        return self.model_version, self.weights_digest
+
     def limits(self) -> BackendLimits:
         """What one call may hold; must not load a model."""
         return BackendLimits()

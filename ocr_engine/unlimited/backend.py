@@ -191,6 +191,12 @@ class UnlimitedBackend(Backend):
     def weights_digest(self) -> str:
         return self._model().weights_digest
 
+    def model_identity(self) -> tuple[str | None, str | None]:
+        # what the manifest declares, unverified, for a planner: the load verifies it
+        if self._loaded is not None:
+            return self._loaded.model_version, self._loaded.weights_digest
+        return manifest.declared(self.model_dir)
+
     # --- planning (without the weights until they are loaded) -----------------------------
 
     def budget(self) -> TokenBudget:

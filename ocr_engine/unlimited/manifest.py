@@ -39,6 +39,17 @@ def weights_digest(files: dict[str, str]) -> str:
     return hashlib.sha256("".join(f"{k}:{v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
 
 
+def declared(folder: Path) -> tuple[str | None, str | None]:
+    """(model_version, weights_digest) as the manifest states them, without hashing a file;
+    (None, None) where there is no readable manifest (loading it will then refuse)."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        return str(manifest.get("model_version", folder.name)), weights_digest(manifest["files"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, None
+
+
 def verify(folder: Path) -> tuple[str, str]:
     """(model_version, weights_digest) once every file checks out; else ModelIntegrityError."""
     folder = Path(folder)

@@ -22,7 +22,9 @@ from kb.points import point_id
 from kb.store import open_reader
 from tests.integration.stages import context, plan_run
 from kb.ledger import doc_id_for
-from ocr_engine.api.pages import EXTRACTION_VERSION
+from kb.limits import RangeLimits
+from kb.pipeline.extract import local_engine
+from ocr_engine.api.pages import EXTRACTION_VERSION, PageResult
 from tests.pdfs import coded_pages, guide_pdf, make_pdf, scanned_copy
 
 pytestmark = pytest.mark.integration
@@ -164,3 +166,56 @@ def test_a_reread_reads_again_only_the_pages_older_reading_rules_read(kb_env):
     assert sorted(d["reason"] for d in planned_run.skipped) == ["read_by_current_rules"] * 2
     with open_reader(ctx.settings) as vs:
         assert len(vs.points(guide)) == ctx.ledger.get(guide).indexed_chunks, "and their points are still there"
+
+
+def test_a_reread_reads_again_the_scanned_pages_another_ocr_model_read(kb_env):
+    """After the OCR model is switched (new weights for the same backend, or another backend):
+    ``reread`` reads again the OCR pages the earlier model read, and no text-layer page. The
+    model a page names and the one the engine publishes are the same string, made one way."""
+    store, inbox = kb_env["store"], kb_env["inbox"]
+    store.put_bytes(inbox, "mixed/scan.pdf", scanned_copy(make_pdf(coded_pages("ledger", 2)), dpi=100))
+    store.put_bytes(inbox, "mixed/digital.pdf", make_pdf(coded_pages("bulletin", 2)))
+    ctx = context()
+    planned, results = run(ctx, "run-first", engine_extractor)
+    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    scan, digital = doc_id_for(inbox, "mixed/scan.pdf"), doc_id_for(inbox, "mixed/digital.pdf")
+    current = RangeLimits.from_engine(local_engine()).ocr_model
+    assert current and ctx.ledger.get(scan).ocr_models == [current] and ctx.ledger.get(digital).ocr_models == []
+
+    keys = [o.key for o in store.list_latest(ctx.artifacts, "pages/")]
+    older = [k for k in keys if f"/{scan}/" in k]
+    assert older and [k for k in keys if f"/{digital}/" in k]
+    for key in older:  # as the model before the switch left the scan's pages
+        result = store.get_json(ctx.artifacts, key)
+        for page in result["pages"]:
+            assert page["backend"] != "textlayer"
+            page["model_version"] = "an older model"
+            page["markdown"] = "read by the older model"
+        store.put_json(ctx.artifacts, key, result)
+    # both entries as written before entries named their OCR models: plan cannot tell, extract must
+    for doc in (scan, digital):
+        ctx.ledger.update(doc, lambda e: replace(e, ocr_models=None))
+    reads = []
+
+    def counting(data, first, last, backend="auto"):
+        reads.append((data, first, last))
+        return engine_extractor(data, first, last, backend)
+
+    planned, results = run(ctx, "run-reread", counting, reread=True)
+    assert planned == 2 and [r.status for r in results] == ["indexed", "indexed"]
+    assert [(first, last) for _, first, last in reads] == [(1, 2)] and reads[0][0] == store.get_bytes(inbox, "mixed/scan.pdf")
+    assert {r.key: r.pages_read for r in results} == {"mixed/scan.pdf": 2, "mixed/digital.pdf": 0}
+    for key in older:
+        pages = store.get_json(ctx.artifacts, key)["pages"]
+        assert all(PageResult.from_dict(p).ocr_model == current and "older model" not in p["markdown"] for p in pages)
+    with open_reader(ctx.settings) as vs:
+        assert not [p for p in vs.points(scan) if "older model" in p.payload["text"]]
+    assert ctx.ledger.get(digital).run_id == "run-first", "the born-digital document was kept"
+    assert ctx.ledger.get(scan).ocr_models == [current] and ctx.ledger.get(digital).ocr_models == []
+
+    # the next reread leaves both out in plan; a switch of model after it plans the scan alone
+    assert plan_run(ctx, "run-reread-again", reread=True).documents == []
+    switched = replace(RangeLimits.from_engine(local_engine()), ocr_model=current + "-next")
+    again = plan_run(ctx, "run-after-switch", reread=True, limits=switched)
+    assert [d.key for d in again.documents] == ["mixed/scan.pdf"]
+    assert {r.reuse_only_ocr_model for r in again.ranges} == {current + "-next"}

@@ -41,6 +41,9 @@ class FakeBackend:
         return BackendLimits(max_pages_per_call=PER_CALL, token_budget=BUDGET,
                              kv_bound=BOUND if self.kv else None, max_batch=MAX_BATCH)
 
+    def model_identity(self) -> tuple[str, str]:
+        return self.model_version, self.weights_digest
+
     def kv_capacity(self) -> int | None:
         return CAPACITY if self.kv else None
 
@@ -50,7 +53,8 @@ class FakeBackend:
             call.check_cancel()
             text = f"fake read page {rendered.page} at {rendered.image.shape[1]} px"
             results.append(PageResult(page=rendered.page, markdown=text, backend=NAME, status=PageStatus.OK,
-                                      chars=count_chars(text), model_version=self.model_version, seconds=0.01))
+                                      chars=count_chars(text), model_version=self.model_version,
+                                      weights_digest=self.weights_digest, seconds=0.01))
         with self._lock:
             self.calls.append(pages)
             if self._expected:

@@ -46,6 +46,10 @@ def test_the_pages_the_planner_counts_as_scanned_are_exactly_those_auto_sends_to
     assert engine.route(pdf) == {r.page: r.backend for r in results}
     # every page, whichever backend read it, names the reading rules it was read by
     assert {r.extraction_version for r in results} == {engine.limits().extraction_version} == {EXTRACTION_VERSION}
+    # and each scanned page the OCR model the engine publishes, in the same words; text-layer pages none
+    assert {r.ocr_model for r in results if r.backend == NAME} == {engine.limits().ocr_model} == {
+        f"{NAME}:{FakeBackend.model_version}@{FakeBackend.weights_digest[:16]}"}
+    assert {r.ocr_model for r in results if r.backend == "textlayer"} == {None}
 
 
 def test_a_named_backend_reads_every_page_and_its_calls_come_back_from_it():

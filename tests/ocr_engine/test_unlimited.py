@@ -13,6 +13,7 @@ from ocr_engine.api.errors import ModelIntegrityError
 from ocr_engine.api.pages import PageStatus
 from ocr_engine.settings import EngineSettings
 from ocr_engine.unlimited.backend import UnlimitedBackend
+from ocr_engine.unlimited.manifest import MANIFEST
 from ocr_engine.api.limits import TokenBudget
 from ocr_engine.unlimited.budget import visual_tokens_base_mode
 from ocr_engine.unlimited.cache import bytes_per_token
@@ -176,3 +177,15 @@ def test_the_engine_publishes_the_loaded_backends_token_budget_without_loading_w
     assert planner_view.as_dict()["token_budget"]["max_pages"] == loaded.max_pages()
     # the KV bound the service admits by, from the config files alone, is the loaded model's
     assert planner_backend.limits().kv_bound == backend.bound and not planner_backend.loaded
+    # the OCR model it names, from the manifest, is the one the pages it reads will name
+    assert planner_view.ocr_model == backend.read_images(pages(1), [1], [(595.0, 842.0)])[0].ocr_model
+    assert planner_view.ocr_model.startswith("unlimited:tiny-random-unlimited-ocr-seed0@")
+
+
+def test_a_folder_without_a_readable_manifest_names_no_ocr_model(tiny_dir, tmp_path):
+    from ocr_engine.engine import OcrEngine
+
+    folder = tmp_path / "copy"
+    shutil.copytree(tiny_dir, folder)
+    (folder / MANIFEST).write_text("{not json")
+    assert OcrEngine(EngineSettings(model_dir=folder)).limits().ocr_model is None  # loading it will refuse

@@ -10,7 +10,7 @@ import pytest
 from kb.errors import RangeTooLarge
 from kb.ocr_client import OcrClient, OcrRejected, OcrRequestRefused
 from ocr_engine.api import contract
-from ocr_engine.api.pages import EXTRACTION_VERSION
+from ocr_engine.api.pages import EXTRACTION_VERSION, PageResult
 from tests import pdfs
 
 DOCUMENTS = [
@@ -37,6 +37,11 @@ def test_the_service_publishes_the_contract_it_answers_by(live):
     assert limits["refusals"] == contract.published()
     assert limits["engine"]["min_text_chars"] >= 0
     assert limits["engine"]["extraction_version"] == EXTRACTION_VERSION  # what a reread compares pages with
+    # and the model a reread compares OCR pages with, named as the pages name it
+    scan = pdfs.scanned_copy(pdfs.make_pdf(pdfs.coded_pages("contract", 1)), dpi=72)
+    page = httpx.post(f"{live.ocr_url}/v1/parse", headers=live.headers("ocr"), data={"backend": limits["engine"]["ocr_backend"]},
+                      files={"file": ("s.pdf", scan, "application/pdf")}, timeout=120).json()["pages"][0]
+    assert limits["engine"]["ocr_model"] == PageResult.from_dict(page).ocr_model is not None
 
 
 @pytest.mark.parametrize("data, code", DOCUMENTS, ids=[c for _, c in DOCUMENTS])

@@ -115,13 +115,14 @@ def test_limits_are_read_from_the_service():
         assert limits.source == server.url and server.calls == 2 and limits.min_text_chars == 20
         assert limits.queue_timeout_s == 30.0 and limits.max_pages_kv is None
         # a service older than extraction versions publishes none: nothing to compare, no error
-        assert limits.extraction_version is None
+        assert limits.extraction_version is None and limits.ocr_model is None
     finally:
         server.close()
-    body["engine"]["extraction_version"] = "7"
+    body["engine"].update(extraction_version="7", ocr_model="ppocr:PP-OCRv5")
     server = Scripted([(200, {}, body)])
     try:
-        assert OcrClient(server.url, "k").limits().extraction_version == "7"
+        limits = OcrClient(server.url, "k").limits()
+        assert (limits.extraction_version, limits.ocr_model) == ("7", "ppocr:PP-OCRv5")
     finally:
         server.close()
 

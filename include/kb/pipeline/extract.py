@@ -192,10 +192,12 @@ def _stored(ctx: Context, key: str) -> RangeResult | None:
 
 def _outdated(done: RangeResult, rng: PageRange) -> bool:
     """In a ``reread`` run: a stored page that another extraction version read (or that says
-    none) is read again; its split markers stay, since the reader's limits did not change."""
-    if rng.reuse_only_version is None:
-        return False
-    return any(p.extraction_version != rng.reuse_only_version for p in done.pages)
+    none), or an OCR page another OCR model read, is read again; its split markers stay,
+    since the reader's limits did not change."""
+    version, model = rng.reuse_only_version, rng.reuse_only_ocr_model
+    return any((version is not None and p.extraction_version != version)
+               or (model is not None and p.ocr_model is not None and p.ocr_model != model)
+               for p in done.pages)
 
 
 def _try(extractor: PageExtractor, data: bytes, first: int, last: int,

@@ -49,6 +49,10 @@ class LoadedPages:
         return sorted({p.extraction_version or "" for p in self.pages})
 
     @property
+    def ocr_models(self) -> list[str]:
+        return sorted({p.ocr_model for p in self.pages if p.ocr_model is not None})
+
+    @property
     def ocr_pages(self) -> int:
         return sum(1 for p in self.pages if is_ocr_page(p))
 
@@ -186,10 +190,10 @@ def _current(ctx: Context, document: PlannedDocument, entry: LedgerEntry | None,
 
 
 def _kept(ctx: Context, document: PlannedDocument, entry: LedgerEntry, loaded: LoadedPages) -> DocumentResult:
-    """The entry learns its pages' extraction versions, so that the next reread leaves the
-    document out in plan, before fetching it."""
+    """The entry learns its pages' extraction versions and OCR models, so that the next
+    reread leaves the document out in plan, before fetching it."""
     log.info("kept %s: no page read again, its points are current", document.key)
-    record(ctx, entry, document.obj, extraction_versions=loaded.extraction_versions)
+    record(ctx, entry, document.obj, extraction_versions=loaded.extraction_versions, ocr_models=loaded.ocr_models)
     return DocumentResult(document.doc_id, document.key, Status.INDEXED, pages=entry.pages,
                           chunks=entry.indexed_chunks, failed_pages=list(entry.failed_pages or []), pages_read=0)
 
@@ -262,7 +266,7 @@ def index_batch(ctx: Context, documents: list[PlannedDocument], run_id: str) -> 
                 pages=document.page_count, chunks=len(p.ids), failed_pages=failed or None,
                 indexed_sha256=document.sha256, indexed_version_id=obj.version_id, indexed_chunks=len(p.ids),
                 embedder=embedder.model_id, index_signature=signature_of(embedder.model_id, s.sparse_tokenizer),
-                extraction_versions=p.loaded.extraction_versions, collection=s.collection, attempts=0, next_attempt_at=None, error=None,
+                extraction_versions=p.loaded.extraction_versions, ocr_models=p.loaded.ocr_models, collection=s.collection, attempts=0, next_attempt_at=None, error=None,
             )
             results.append(DocumentResult(
                 document.doc_id, obj.key, Status.INDEXED, pages=document.page_count, chunks=len(p.ids),

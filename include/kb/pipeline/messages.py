@@ -64,6 +64,8 @@ class PageRange(DocumentVersion):
     # a ``reread`` run: the reader's extraction version now, the only one whose stored pages
     # are reused; pages another version read (or none, before versions) are read again
     reuse_only_version: str | None = None
+    # and the OCR model now (``PageResult.ocr_model``): OCR pages another model read are read again
+    reuse_only_ocr_model: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", requested(self.backend))  # XCom gives it back as a string

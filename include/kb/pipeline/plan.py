@@ -36,6 +36,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
     caps = RangeCaps.of(s, limits)
     log.info("cutting ranges from %s: %s", limits.source, caps)
     signature = sensed.index_signature or index_signature(s)
+    reuse_only_version, reuse_only_ocr_model = _reuse_only(sensed, limits)
     documents: list[PlannedDocument] = []
     ranges: list[PageRange] = []
     quarantined: list[DocumentResult] = []
@@ -89,7 +90,7 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
             PageRange(doc_id=doc_id, bucket=obj.bucket, key=obj.key, etag=obj.etag, size=obj.size,
                       version_id=obj.version_id, sha256=sha, first=first, last=last, result_key=key,
                       retry_failed=sensed.force or decision in (Decision.REEXTRACT_OCR, Decision.REEXTRACT_LIMITS),
-                      backend=backend, reuse_only_version=_reuse_only_version(sensed, limits))
+                      backend=backend, reuse_only_version=reuse_only_version, reuse_only_ocr_model=reuse_only_ocr_model)
             for (first, last), key in zip(spans, document.ranges)
         )
     log.info("planned %d documents, %d ranges, %d quarantined, %d skipped",
@@ -102,22 +103,27 @@ def plan(ctx: Context, sensed: Sensed, run_id: str, limits: RangeLimits) -> Plan
 def _read_by_current_rules(sensed: Sensed, entry: LedgerEntry | None, obj: ObjectInfo, signature: str,
                            collection: str, limits: RangeLimits) -> bool:
     """In a ``reread`` run (not forced): a document whose indexed version is this very object,
-    made the current way from pages the current rules read all of, has nothing to read or
-    index again; it is left out before its bytes are even fetched. Entries from before they
-    kept extraction versions say nothing, so those documents go on (and index keeps them if no
-    page of theirs is read again)."""
+    made the current way from pages the current rules (and, for its OCR pages, the current OCR
+    model) read all of, has nothing to read or index again; it is left out before its bytes
+    are even fetched. Entries from before they kept extraction versions or OCR models say
+    nothing, so those documents go on (and index keeps them if no page of theirs is read again)."""
     return (sensed.reread and not sensed.force and entry is not None and limits.extraction_version is not None
             and entry.status == Status.INDEXED and entry.same_version(obj) and entry.sha256 == entry.indexed_sha256
             and entry.index_signature == signature and entry.collection == collection
-            and entry.extraction_versions == [limits.extraction_version])
+            and entry.extraction_versions == [limits.extraction_version]
+            and (limits.ocr_model is None or (entry.ocr_models is not None and set(entry.ocr_models) <= {limits.ocr_model})))
 
 
-def _reuse_only_version(sensed: Sensed, limits: RangeLimits) -> str | None:
+def _reuse_only(sensed: Sensed, limits: RangeLimits) -> tuple[str | None, str | None]:
+    """(extraction version, OCR model) whose stored pages a ``reread`` run reuses; None: any."""
     if not sensed.reread:
-        return None
+        return None, None
     if limits.extraction_version is None:  # a reader that does not say its version: nothing to compare
         log.warning("reread asked, but %s publishes no extraction version: stored pages are reused", limits.source)
-    return limits.extraction_version
+    if limits.ocr_model is None:
+        log.warning("reread asked, but %s does not name its OCR model: stored OCR pages of any model are reused",
+                    limits.source)
+    return limits.extraction_version, limits.ocr_model
 
 
 def batch_documents(documents: list[PlannedDocument], max_pages: int, max_documents: int) -> list[list[PlannedDocument]]:

@@ -237,7 +237,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="with --wait: re-plan and re-index everything under the prefix, quarantined versions included")
     p.add_argument("--reread", action="store_true",
                    help="with --wait: re-index everything under the prefix, and read again the pages an older "
-                        "version of the engine's reading rules read (after an upgrade); other pages are reused")
+                        "version of the engine's reading rules read, or, for scanned pages, another OCR model "
+                        "(after an upgrade or a model switch); other pages are reused")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for the run")
     p.set_defaults(func=cmd_ingest)
 
