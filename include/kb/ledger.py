@@ -43,6 +43,11 @@ def backoff_delay(attempts: int, base_s: float, max_s: float) -> float:
     return min(max_s, base_s * 2 ** max(0, attempts - 1))
 
 
+# ``LedgerEntry.outdated_reading``'s answers: a bounded vocabulary (the exporter's label values)
+REREAD_READING_RULES, REREAD_OCR_MODEL, REREAD_NOT_RECORDED = "reading_rules", "ocr_model", "not_recorded"
+REREAD_REASONS = (REREAD_READING_RULES, REREAD_OCR_MODEL, REREAD_NOT_RECORDED)
+
+
 @dataclass
 class LedgerEntry:
     doc_id: str
@@ -98,6 +103,20 @@ class LedgerEntry:
         review = self.current_review
         return (self.status == Status.QUARANTINED and review is not None and review.decision.reopens
                 and review.applied_run is None)
+
+    def outdated_reading(self, extraction_version: str, ocr_model: str | None) -> str | None:
+        """Why a ``reread`` run takes up this indexed version, given the reader's extraction
+        version and OCR model now (``ocr_model`` None: not compared), or None where it need
+        not: ``reading_rules`` (other rules read some pages), ``ocr_model`` (another model read
+        some scanned ones), ``not_recorded`` (indexed before entries kept what read them: a
+        reread fetches it once, and keeps it if none of its pages is read again)."""
+        if self.extraction_versions is None or (ocr_model is not None and self.ocr_models is None):
+            return REREAD_NOT_RECORDED
+        if self.extraction_versions != [extraction_version]:
+            return REREAD_READING_RULES
+        if ocr_model is not None and set(self.ocr_models or []) - {ocr_model}:
+            return REREAD_OCR_MODEL
+        return None
 
     def same_version(self, obj: ObjectInfo) -> bool:
         return self.etag == obj.etag and self.version_id == obj.version_id

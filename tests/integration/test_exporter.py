@@ -4,11 +4,13 @@ source it cannot read is counted and the others still answer."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kb.artifacts import ArtifactKeys
-from kb.ledger import LedgerEntry, Status
+from kb.ledger import LedgerEntry, Status, doc_id_for
 from kb.ledger_db import Ledger
 from kb.observe.exporter import PipelineCollector
 from kb.pipeline.report import save_summary
@@ -96,3 +98,40 @@ def test_an_unreadable_ledger_is_counted_and_the_runs_are_still_published(kb_env
     assert got[("kb_pipeline_documents_total", (("outcome", "indexed"),))] == 3
     assert got[("kb_exporter_source_errors_total", (("source", "ledger"),))] == 1
     assert ("kb_ledger_documents", (("status", "indexed"),)) not in got
+
+
+def test_the_reread_backlog_counts_indexed_documents_read_otherwise_than_the_newest_run_reads(kb_env):
+    """After an upgrade of the reading rules or a switch of OCR model, how many indexed
+    documents a ``reread`` would take up, by why: what the operator watches go down folder by
+    folder. The reader is the newest run's (its plan's limits), not a run that ended earlier."""
+    store, settings = kb_env["store"], PipelineSettings()
+    ledger = Ledger.for_settings(settings, store)
+    read = {"current.pdf": (["1"], []), "scan.pdf": (["1"], ["ppocr:old"]), "older.pdf": ([""], []),
+            "unrecorded.pdf": (None, None), "bad.pdf": (["1"], ["ppocr:old"])}
+    for name, (versions, models) in read.items():
+        obj = store.put_bytes(kb_env["inbox"], f"archive/{name}", b"%PDF-1.7 " + name.encode())
+        status = Status.QUARANTINED if name == "bad.pdf" else Status.INDEXED
+        ledger.put(replace(LedgerEntry.new(obj, status), extraction_versions=versions, ocr_models=models))
+    collector = PipelineCollector(store, settings, ledger, min_interval_s=0)
+    save_summary(store, kb_env["artifacts"], "manual__1", {"documents_indexed": 0, "finished_at": "2026-12-01T10:00:00+00:00"})
+    assert not [k for k in _scrape(collector) if k[0] == "kb_reread_pending_documents"], "no reader known yet"
+
+    def backlog() -> dict[str, float]:
+        return {dict(labels)["why"]: v for (name, labels), v in _scrape(collector).items()
+                if name == "kb_reread_pending_documents"}
+
+    save_summary(store, kb_env["artifacts"], "manual__2", {
+        "documents_indexed": 0, "finished_at": "2026-12-01T11:00:00+00:00",
+        "limits": {"extraction_version": "1", "ocr_model": "ppocr:new"}})
+    assert backlog() == {"reading_rules": 1, "ocr_model": 1, "not_recorded": 1}
+    # a run that ended before it does not say what reads now
+    save_summary(store, kb_env["artifacts"], "manual__0", {
+        "documents_indexed": 0, "finished_at": "2026-12-01T09:00:00+00:00",
+        "limits": {"extraction_version": "1", "ocr_model": "ppocr:old"}})
+    assert backlog() == {"reading_rules": 1, "ocr_model": 1, "not_recorded": 1}
+    # the model switched back: the scan is current again; a reread of the older one empties its row
+    save_summary(store, kb_env["artifacts"], "manual__3", {
+        "documents_indexed": 0, "finished_at": "2026-12-01T12:00:00+00:00",
+        "limits": {"extraction_version": "1", "ocr_model": "ppocr:old"}})
+    ledger.update(doc_id_for(kb_env["inbox"], "archive/older.pdf"), lambda e: replace(e, extraction_versions=["1"]))
+    assert backlog() == {"reading_rules": 0, "ocr_model": 0, "not_recorded": 1}

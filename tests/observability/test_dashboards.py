@@ -44,6 +44,7 @@ EXPORTER = {
     "kb_pipeline_ocr_device_seconds_total", "kb_pipeline_ocr_cost_total", "kb_pipeline_runs_total",
     "kb_pipeline_last_success_timestamp_seconds", "kb_pipeline_last_run_timestamp_seconds",
     "kb_inbox_pending_documents", "kb_ledger_documents", "kb_review_pending_documents",
+    "kb_reread_pending_documents",
 }
 AIRFLOW = {
     "airflow_dagrun_duration_seconds_sum", "airflow_dagrun_duration_seconds_count", "airflow_ti_finish_total",

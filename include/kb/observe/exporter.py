@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from kb.artifacts import ArtifactKeys
-from kb.ledger import Status, doc_id_for, pending_work
+from kb.ledger import REREAD_REASONS, Status, doc_id_for, pending_work
 from kb.ledger_db import Ledger
 from kb.objectstore import ObjectStore
 from kb.settings import PipelineSettings
@@ -65,6 +65,10 @@ class RunTotals:
     ocr_cost: float = 0.0
     last_run: float | None = None
     last_success: float | None = None
+    # what read pages in the newest run that planned any (its plan's limits): the extraction
+    # version and the OCR model a ``reread`` compares stored pages with
+    reader: tuple[str, str | None] | None = None
+    reader_at: float | None = None
 
     @classmethod
     def of(cls, summaries: Iterable[dict[str, Any]]) -> "RunTotals":
@@ -103,6 +107,9 @@ class RunTotals:
             self.last_run = max(self.last_run or 0.0, finished)
             if succeeded:
                 self.last_success = max(self.last_success or 0.0, finished)
+            limits = s.get("limits") or {}
+            if limits.get("extraction_version") and finished >= (self.reader_at or 0.0):
+                self.reader, self.reader_at = (str(limits["extraction_version"]), limits.get("ocr_model")), finished
 
 
 def _timestamp(iso: str | None) -> float | None:
@@ -255,6 +262,17 @@ class PipelineCollector(Collector):
         yield GaugeMetricFamily("kb_inbox_pending_documents",
                                 "Inbox versions the next run would take up (new, changed, due for a retry)",
                                 value=len(work.todo))
+        reader = self.runs.totals.reader
+        if reader is not None:  # known once a run has planned with a reader that names its version
+            why = dict.fromkeys(REREAD_REASONS, 0)
+            for entry in entries.values():
+                reason = entry.outdated_reading(*reader) if entry.status == Status.INDEXED else None
+                if reason is not None:
+                    why[reason] += 1
+            yield _gauge("kb_reread_pending_documents",
+                         "Indexed documents a reread would take up: pages read by other reading rules or another "
+                         "OCR model than the newest run's, or not recorded (indexed before entries kept them)",
+                         "why", why)
 
 
 def _counter(name: str, text: str, label: str, values: dict[str, int]) -> CounterMetricFamily:

@@ -110,8 +110,7 @@ def _read_by_current_rules(sensed: Sensed, entry: LedgerEntry | None, obj: Objec
     return (sensed.reread and not sensed.force and entry is not None and limits.extraction_version is not None
             and entry.status == Status.INDEXED and entry.same_version(obj) and entry.sha256 == entry.indexed_sha256
             and entry.index_signature == signature and entry.collection == collection
-            and entry.extraction_versions == [limits.extraction_version]
-            and (limits.ocr_model is None or (entry.ocr_models is not None and set(entry.ocr_models) <= {limits.ocr_model})))
+            and entry.outdated_reading(limits.extraction_version, limits.ocr_model) is None)
 
 
 def _reuse_only(sensed: Sensed, limits: RangeLimits) -> tuple[str | None, str | None]:

@@ -150,10 +150,15 @@ def _ingestion_rows(thresholds: Thresholds) -> tuple[RowSpec, ...]:
         )),
         RowSpec("Ledger and review", (
             _p("Ledger documents by status",
-               Query("max by (status) (kb_ledger_documents)", "{{status}}"), width=12),
+               Query("max by (status) (kb_ledger_documents)", "{{status}}"), width=8),
             _p("Review queue pending",
-               Query("max(kb_review_pending_documents)", "pending"), stat=True, width=12,
+               Query("max(kb_review_pending_documents)", "pending"), stat=True, width=8,
                description="Quarantined versions with no review decision yet (kb review)."),
+            _p("Reread backlog",
+               Query("max by (why) (kb_reread_pending_documents)", "{{why}}"), width=8,
+               description="Indexed documents a reread run would take up: some pages read by older reading "
+                           "rules or another OCR model than the newest run's, or indexed before entries "
+                           "recorded it. After an upgrade or a model switch, it falls as folders are reread."),
         )),
         RowSpec("Airflow", (
             _p("DAG run mean duration",
