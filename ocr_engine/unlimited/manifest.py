@@ -39,28 +39,33 @@ def weights_digest(files: dict[str, str]) -> str:
     return hashlib.sha256("".join(f"{k}:{v}\n" for k, v in sorted(files.items())).encode()).hexdigest()
 
 
+def _read(folder: Path) -> tuple[str, dict[str, str]]:
+    """The manifest's (model_version, files), read but not checked against the files."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        raise ModelIntegrityError(f"{folder} has no {MANIFEST}; refusing to load unverified weights")
+    try:
+        manifest = json.loads(path.read_text())
+        files: dict[str, str] = manifest["files"]  # first: a manifest that is no object fails here
+        return str(manifest.get("model_version", folder.name)), files
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelIntegrityError(f"{path} is not a valid manifest: {exc}") from exc
+
+
 def declared(folder: Path) -> tuple[str | None, str | None]:
     """(model_version, weights_digest) as the manifest states them, without hashing a file;
     (None, None) where there is no readable manifest (loading it will then refuse)."""
-    folder = Path(folder)
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-        return str(manifest.get("model_version", folder.name)), weights_digest(manifest["files"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        model_version, files = _read(Path(folder))
+        return model_version, weights_digest(files)
+    except (ModelIntegrityError, OSError, TypeError, AttributeError):
         return None, None
 
 
 def verify(folder: Path) -> tuple[str, str]:
     """(model_version, weights_digest) once every file checks out; else ModelIntegrityError."""
     folder = Path(folder)
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise ModelIntegrityError(f"{folder} has no {MANIFEST}; refusing to load unverified weights")
-    try:
-        manifest = json.loads(path.read_text())
-        files: dict[str, str] = manifest["files"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ModelIntegrityError(f"{path} is not a valid manifest: {exc}") from exc
+    model_version, files = _read(folder)
     problems = []
     for name, expected in sorted(files.items()):
         target = folder / name
@@ -72,4 +77,4 @@ def verify(folder: Path) -> tuple[str, str]:
     problems.extend(f"unlisted file {name}" for name in unlisted)
     if problems:
         raise ModelIntegrityError(f"weights in {folder} failed verification: " + "; ".join(problems[:5]))
-    return str(manifest.get("model_version", folder.name)), weights_digest(files)
+    return model_version, weights_digest(files)
