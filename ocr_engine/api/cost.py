@@ -9,14 +9,13 @@ both apply, so their numbers cannot disagree.
 
 from __future__ import annotations
 
-from ocr_engine.api.names import TEXT_LAYER_READERS
-from ocr_engine.api.pages import PageResult, PageStatus
+from ocr_engine.api.pages import PageResult
 
 HOUR_S = 3600.0
 
 
 def read_by_ocr(page: PageResult) -> bool:
-    return bool(page.backend) and page.backend not in TEXT_LAYER_READERS and page.status != PageStatus.FAILED
+    return page.read_by_ocr
 
 
 def device_time(device_seconds: float | None, seconds: float) -> float:

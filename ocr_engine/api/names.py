@@ -29,7 +29,7 @@ class BackendName(StrEnum):
 Requested = Route | BackendName
 
 # The built-ins that read the PDF's own text, not page images: the registry registers them so,
-# and their pages cost no OCR (``cost.read_by_ocr``).
+# and their pages cost no OCR (``PageResult.read_by_ocr``).
 TEXT_LAYER_READERS = frozenset({BackendName.TEXTLAYER})
 
 

@@ -112,12 +112,15 @@ class PageResult:
         return self.status == PageStatus.FAILED
 
     @property
+    def read_by_ocr(self) -> bool:
+        """An OCR backend read and returned it: not from its text layer, not failed."""
+        return bool(self.backend) and self.backend not in TEXT_LAYER_READERS and not self.is_failed
+
+    @property
     def ocr_model(self) -> str | None:
         """The OCR model that read this page (``ocr_model_id``); None for a page read from its
         text layer, or one that failed (no reading to keep)."""
-        if not self.backend or self.backend in TEXT_LAYER_READERS or self.is_failed:
-            return None
-        return ocr_model_id(self.backend, self.model_version, self.weights_digest)
+        return ocr_model_id(self.backend, self.model_version, self.weights_digest) if self.read_by_ocr else None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
