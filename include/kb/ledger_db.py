@@ -25,44 +25,27 @@ import random
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from sqlalchemy import (
-    JSON, Column, Connection, Engine, Index, Integer, MetaData, String, Table, Text, and_, create_engine, event, exists,
-    func, inspect, literal, not_, or_, select, text, union_all,
+    Column, Index, MetaData, String, Table, Text, and_, create_engine, event, exists, func, inspect, literal, not_,
+    or_, select, text, union_all,
 )
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 
 from kb.artifacts import ArtifactKeys
-from kb.errors import LedgerConflict, LedgerUnavailable, NotUnderReview, ReviewedAnotherVersion
-from kb.decisions import Decision
-from kb.ledger import LedgerEntry, Review, Status, Work, doc_id_for, now_iso, pending_work
+from kb.errors import LedgerConflict
+from kb.ledger import LedgerEntry, Status, Work, doc_id_for, now_iso, pending_work
+from kb.ledger_review import ReviewDecision, ReviewQueue  # noqa: F401 (ReviewDecision: the review's record)
+from kb.ledger_schema import (
+    CONFLICT_TRIES, dialect_insert, entry_from, entry_row, ledger_errors, ledger_table, metadata,
+)
 from kb.objectstore import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
-
-metadata = MetaData()
-
-ledger_table = Table(
-    "kb_ledger", metadata,
-    Column("doc_id", String(36), primary_key=True),
-    Column("bucket", String(255), nullable=False),
-    Column("key", Text, nullable=False),
-    Column("etag", String(255), nullable=False),
-    Column("version_id", String(255)),
-    Column("status", String(16), nullable=False),
-    Column("index_signature", String(255)),
-    Column("updated_at", String(32), nullable=False),
-    # the whole LedgerEntry; the columns above are copies that queries filter on
-    Column("entry", JSON, nullable=False),
-    # Bumped by every write of the row: a write names the version it read, and a row another
-    # writer changed since is not overwritten (``Ledger.update`` reads it again and retries).
-    Column("row_version", Integer, nullable=False, server_default="0"),
-    Index("ix_kb_ledger_bucket_key", "bucket", "key"),
-)
 
 # What has been done to this database once: the JSON ledger's migration.
 meta_table = Table(
@@ -92,28 +75,6 @@ retention_seen_table = Table(
     "kb_retention_seen", metadata,
     Column("doc_id", String(36), primary_key=True),
     Column("updated_at", String(32), nullable=False),
-)
-
-# Every review decision ever made (``kb_review``), one row each: who decided what about which
-# quarantined version, and when. The ledger entry carries the latest one for its version
-# (``LedgerEntry.review``), which is what the pipeline reads; this table is the record.
-# A new table: ``create_all`` adds it to a database made before it existed.
-review_table = Table(
-    "kb_review_decisions", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("doc_id", String(36), nullable=False),
-    Column("bucket", String(255), nullable=False),
-    Column("key", Text, nullable=False),
-    Column("etag", String(255), nullable=False),
-    Column("version_id", String(255)),
-    Column("decision", String(32), nullable=False),
-    Column("decided_by", String(255), nullable=False),
-    Column("decided_at", String(32), nullable=False),
-    Column("params", JSON, nullable=False),
-    Column("review_run_id", String(255)),
-    # what the version was quarantined for, when it was decided
-    Column("quarantine_code", String(255)),
-    Index("ix_kb_review_decisions_doc", "doc_id"),
 )
 
 JSON_MIGRATED = "json_ledger_migrated"
@@ -155,42 +116,6 @@ def engine_for(url: str) -> Engine:
     return engine
 
 
-@contextmanager
-def ledger_errors() -> Iterator[None]:
-    """The database driver's failures as ``LedgerUnavailable`` (a later attempt may pass); the URL, which
-    may hold a password, is never part of the message."""
-    try:
-        yield
-    except DBAPIError as exc:
-        raise LedgerUnavailable(f"the ledger database failed: {type(exc.orig).__name__}: {exc.orig}") from exc
-
-
-def _insert(bind: Engine | Connection):
-    """The dialect's INSERT, which knows ON CONFLICT (SQLite and Postgres both do)."""
-    if bind.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
-
-
-@dataclass(frozen=True)
-class ReviewDecision:
-    """One row of ``kb_review_decisions``."""
-
-    doc_id: str
-    bucket: str
-    key: str
-    etag: str
-    version_id: str | None
-    decision: Decision
-    decided_by: str
-    decided_at: str
-    params: dict[str, Any]
-    review_run_id: str | None
-    quarantine_code: str | None
-
-
 @dataclass(frozen=True)
 class Expiring:
     """Something the retention sweep removes once ``since`` is older than the retention:
@@ -208,18 +133,6 @@ class Expiring:
         return self.bucket, self.name, self.version_id or ""
 
 
-def _row(entry: LedgerEntry) -> dict[str, Any]:
-    return {
-        "doc_id": entry.doc_id, "bucket": entry.bucket, "key": entry.key, "etag": entry.etag,
-        "version_id": entry.version_id, "status": str(entry.status), "index_signature": entry.index_signature,
-        "updated_at": entry.updated_at, "entry": json.loads(json.dumps(asdict(entry), default=str)),
-    }
-
-
-def _entry(data: Any) -> LedgerEntry:
-    return LedgerEntry.from_dict(json.loads(data) if isinstance(data, str) else data)
-
-
 def _under(column, prefix: str):
     """Keys under ``prefix``, case for case. ``startswith`` alone is LIKE, which SQLite
     compares without case ("Reports/" took "reports/" too), while S3 keys are case-sensitive;
@@ -227,10 +140,7 @@ def _under(column, prefix: str):
     return and_(column.startswith(prefix, autoescape=True), func.substr(column, 1, len(prefix)) == prefix)
 
 
-CONFLICT_TRIES = 20
-
-
-class Ledger:
+class Ledger(ReviewQueue):
     """Ledger entries in SQL. ``store`` and ``artifacts_bucket`` are only read once, to
     migrate the JSON ledger into an empty database."""
 
@@ -282,12 +192,12 @@ class Ledger:
 
     def _migrate_json(self) -> None:
         entries = list(self._json_entries())
-        insert = _insert(self.engine)
+        insert = dialect_insert(self.engine)
         with self.engine.begin() as conn:
             if entries:
                 # a row already in SQL is newer than its JSON copy: keep it
                 conn.execute(insert(ledger_table).on_conflict_do_nothing(index_elements=["doc_id"]),
-                             [_row(e) for e in entries])
+                             [entry_row(e) for e in entries])
             conn.execute(insert(meta_table).on_conflict_do_nothing(index_elements=["name"]),
                          [{"name": JSON_MIGRATED, "value": json.dumps({"entries": len(entries), "at": now_iso()})}])
         if entries:
@@ -307,7 +217,7 @@ class Ledger:
     def get(self, doc_id: str) -> LedgerEntry | None:
         with self._connection() as conn:
             data = conn.execute(select(ledger_table.c.entry).where(ledger_table.c.doc_id == doc_id)).scalar()
-        return _entry(data) if data is not None else None
+        return entry_from(data) if data is not None else None
 
     def get_many(self, doc_ids: Iterable[str]) -> dict[str, LedgerEntry]:
         ids = list(doc_ids)
@@ -317,7 +227,7 @@ class Ledger:
                 rows = conn.execute(select(ledger_table.c.entry)
                                     .where(ledger_table.c.doc_id.in_(ids[start:start + _INSERT_CHUNK])))
                 for (data,) in rows:
-                    entry = _entry(data)
+                    entry = entry_from(data)
                     found[entry.doc_id] = entry
         return found
 
@@ -330,11 +240,11 @@ class Ledger:
         rows = []
         for entry in entries:
             entry.updated_at = now_iso()
-            rows.append(_row(entry))
+            rows.append(entry_row(entry))
         if not rows:
             return
         with self._connection(write=True) as conn:
-            stmt = _insert(conn)(ledger_table)
+            stmt = dialect_insert(conn)(ledger_table)
             stmt = stmt.on_conflict_do_update(index_elements=["doc_id"],
                                               set_={**{k: stmt.excluded[k] for k in rows[0] if k != "doc_id"},
                                                     "row_version": ledger_table.c.row_version + 1})
@@ -350,19 +260,19 @@ class Ledger:
             with self._connection() as conn:
                 row = conn.execute(select(ledger_table.c.entry, ledger_table.c.row_version)
                                    .where(ledger_table.c.doc_id == doc_id)).first()
-            current = _entry(row.entry) if row is not None else None
+            current = entry_from(row.entry) if row is not None else None
             new = change(current)
             if new is None:
                 return current
             new.updated_at = now_iso()
             with self._connection(write=True) as conn:
                 if row is None:
-                    done = conn.execute(_insert(conn)(ledger_table).values(**_row(new))
+                    done = conn.execute(dialect_insert(conn)(ledger_table).values(**entry_row(new))
                                         .on_conflict_do_nothing(index_elements=["doc_id"])).rowcount
                 else:
                     done = conn.execute(ledger_table.update().where(
                         ledger_table.c.doc_id == doc_id, ledger_table.c.row_version == row.row_version
-                    ).values(**_row(new), row_version=row.row_version + 1)).rowcount
+                    ).values(**entry_row(new), row_version=row.row_version + 1)).rowcount
             if done == 1:
                 return new
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another writer got in: read again
@@ -416,7 +326,7 @@ class Ledger:
         candidate_ids: list[str] = []
         for listed_id, data in result:
             if data is not None:
-                entry = _entry(data)
+                entry = entry_from(data)
                 entries[entry.doc_id] = entry
             if listed_id is not None:
                 candidate_ids.append(listed_id)
@@ -449,7 +359,7 @@ class Ledger:
                         or_(seen.c.doc_id.is_(None), seen.c.updated_at != led.c.updated_at))
                  .order_by(led.c.updated_at, led.c.doc_id).limit(limit))
         with self._connection() as conn:
-            return [_entry(data) for (data,) in conn.execute(query)]
+            return [entry_from(data) for (data,) in conn.execute(query)]
 
     def expiring_since(self, entry: LedgerEntry, expiring: list[Expiring]) -> None:
         """What of ``entry``'s document waits to expire now: rows already waiting keep their
@@ -457,7 +367,7 @@ class Ledger:
         document counts as seen at its current ``updated_at``. One transaction."""
         ret, seen = retention_table, retention_seen_table
         with self._connection(write=True) as conn:
-            insert = _insert(conn)
+            insert = dialect_insert(conn)
             waiting = {(b, n, v) for b, n, v in conn.execute(
                 select(ret.c.bucket, ret.c.name, ret.c.version_id).where(ret.c.doc_id == entry.doc_id))}
             wanted = {e.ident: e for e in expiring}
@@ -494,97 +404,3 @@ class Ledger:
         with self._connection() as conn:
             return conn.execute(select(func.count()).select_from(retention_table)).scalar_one()
 
-    # --- the review queue (``kb_review``) -------------------------------------------------
-
-    def _pending_review_where(self, bucket: str | None) -> list:
-        """Quarantined versions that wait for a reviewer: no decision on the version, or a
-        decision that sent it back and a run that quarantined it again. (``record`` clears
-        the review when a new version arrives, so a review is always about the current one.)"""
-        led = ledger_table
-        review, applied = led.c.entry["review"], led.c.entry[("review", "applied_run")]
-        where = [led.c.status == str(Status.QUARANTINED),
-                 or_(review.as_string().is_(None), applied.as_string().is_not(None))]
-        if bucket:
-            where.append(led.c.bucket == bucket)
-        return where
-
-    def pending_reviews(self, bucket: str | None = None) -> list[LedgerEntry]:
-        """The review queue, oldest quarantine first."""
-        query = select(ledger_table.c.entry).where(*self._pending_review_where(bucket)).order_by(
-            ledger_table.c.updated_at, ledger_table.c.key)
-        with self._connection() as conn:
-            return [_entry(data) for (data,) in conn.execute(query)]
-
-    def pending_review_count(self, bucket: str | None = None) -> int:
-        """The queue's length in one COUNT (the exporter's ``kb_review_pending_documents``)."""
-        from sqlalchemy import func
-
-        query = select(func.count()).select_from(ledger_table).where(*self._pending_review_where(bucket))
-        with self._connection() as conn:
-            return conn.execute(query).scalar_one()
-
-    def decide(self, doc_id: str, decision: Decision | str, decided_by: str, decided_at: str | None = None,
-               params: dict[str, Any] | None = None, review_run_id: str | None = None,
-               version: str | None = None) -> ReviewDecision:
-        """Record a reviewer's decision on the document's quarantined version: a row in
-        ``kb_review_decisions`` and the entry's ``review``, in one transaction, and only if the
-        entry is still the one read (a compare-and-set on its row). A decision that reopens the
-        version makes it due again (``pending_work``); ``drop`` leaves it quarantined and out of
-        the queue. ``params["quality"]``: threshold overrides for this version alone.
-
-        ``version``: the version the reviewer saw (its sha256, ETag or version id). A decision
-        about another version than the one quarantined now is refused (ReviewedAnotherVersion)
-        and that version stays in the queue. NotUnderReview unless the version is quarantined."""
-        decision = Decision(decision)
-        params = dict(params or {})
-        decided_at = decided_at or now_iso()
-        for attempt in range(CONFLICT_TRIES):
-            with self._connection() as conn:
-                found = conn.execute(select(ledger_table.c.entry, ledger_table.c.row_version)
-                                     .where(ledger_table.c.doc_id == doc_id)).first()
-            entry = _entry(found.entry) if found is not None else None
-            if entry is None or entry.status != Status.QUARANTINED:
-                raise NotUnderReview(f"document {doc_id} is {entry.status if entry else 'not in the ledger'}, "
-                                     "not quarantined: there is nothing to decide")
-            if version is not None and version not in {entry.sha256, entry.etag, entry.version_id} - {None}:
-                raise ReviewedAnotherVersion(
-                    f"{entry.key}: the decision is about version {version}, but the version quarantined now is "
-                    f"{entry.sha256 or entry.version_id or entry.etag} (it landed since); that version stays in the "
-                    "review queue: look at it and decide again")
-            row = ReviewDecision(
-                doc_id=doc_id, bucket=entry.bucket, key=entry.key, etag=entry.etag, version_id=entry.version_id,
-                decision=decision, decided_by=decided_by, decided_at=decided_at, params=params,
-                review_run_id=review_run_id, quarantine_code=(entry.error or {}).get("code"),
-            )
-            entry.review = Review(decision, decided_by, decided_at, entry.etag, entry.version_id,
-                                  quality=dict(params.get("quality") or {}), review_run_id=review_run_id).as_dict()
-            entry.updated_at = now_iso()
-            with self._connection(write=True) as conn:
-                done = conn.execute(ledger_table.update().where(
-                    ledger_table.c.doc_id == doc_id, ledger_table.c.row_version == found.row_version
-                ).values(**_row(entry), row_version=found.row_version + 1)).rowcount
-                if done == 1:
-                    conn.execute(review_table.insert().values(**{**asdict(row), "decision": str(decision)}))
-                    return row
-            time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
-        raise LedgerConflict(f"the ledger entry of {doc_id} kept changing under {CONFLICT_TRIES} attempts to decide")
-
-    def review_applied(self, doc_id: str, run_id: str) -> None:
-        """The run ``run_id`` took the reviewed version up: it is not reopened again, and if
-        that run quarantines it again it is back in the queue."""
-        def change(entry: LedgerEntry | None) -> LedgerEntry | None:
-            if entry is None or entry.current_review is None:
-                return None
-            entry.review = {**entry.review, "applied_run": run_id}
-            return entry
-
-        self.update(doc_id, change)
-
-    def decisions(self, doc_id: str | None = None) -> list[ReviewDecision]:
-        """Decisions, oldest first (of one document, or all)."""
-        rev = review_table
-        query = select(*[rev.c[name] for name in ReviewDecision.__dataclass_fields__]).order_by(rev.c.id)
-        if doc_id:
-            query = query.where(rev.c.doc_id == doc_id)
-        with self._connection() as conn:
-            return [ReviewDecision(**{**row._asdict(), "decision": Decision(row.decision)}) for row in conn.execute(query)]
