@@ -190,3 +190,11 @@ class ReviewedAnotherVersion(NotUnderReview):
     landed (and was quarantined) while the reviewer looked at the older."""
 
     code = "reviewed_another_version"
+
+
+class AlreadyDecided(NotUnderReview):
+    """A second decision about one version: the version already has one that no run has
+    taken up yet (or a ``drop``), or another review run's reviewer gave one first. The first
+    stands; the version left the review queue with it."""
+
+    code = "already_decided"

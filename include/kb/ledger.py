@@ -98,11 +98,18 @@ class LedgerEntry:
         return review if (review.etag, review.version_id) == (self.etag, self.version_id) else None
 
     @property
+    def pending_decision(self) -> "Review | None":
+        """The decision on the version the entry is about now that no run has taken up yet (a
+        ``drop`` stays pending: no run takes it up). While there is one the version is out of
+        the review queue, and another decision about it is refused (``AlreadyDecided``)."""
+        review = self.current_review
+        return review if review is not None and review.applied_run is None else None
+
+    @property
     def reopened(self) -> bool:
         """A quarantined version a reviewer sent back into the pipeline, not taken up by a run yet."""
-        review = self.current_review
-        return (self.status == Status.QUARANTINED and review is not None and review.decision.reopens
-                and review.applied_run is None)
+        review = self.pending_decision
+        return self.status == Status.QUARANTINED and review is not None and review.decision.reopens
 
     def outdated_reading(self, extraction_version: str, ocr_model: str | None) -> str | None:
         """Why a ``reread`` run takes up this indexed version, given the reader's extraction
