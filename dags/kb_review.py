@@ -4,7 +4,8 @@
 A reviewer decides what happens to one quarantined document (param `key`, its inbox key).
 
 1. **pending** reads the document's ledger entry: why and when its current version was
-   quarantined (fails when it is not quarantined: there is nothing to decide).
+   quarantined (fails when it is not quarantined, or when that version has a decision no run
+   has taken up yet: there is nothing to decide).
 2. **decide** is a human-in-the-loop task (Airflow's `HITLOperator`): the reviewer picks one of
    - `accept`: index the pages that passed (the pages gate is not applied to this version),
    - `reextract-ocr`: read every page with the OCR backend, none from its text layer,
@@ -13,13 +14,17 @@ A reviewer decides what happens to one quarantined document (param `key`, its in
 
    and may set `quality` (threshold overrides for this document alone, e.g.
    `{"max_empty_page_share": 0.9}`). Answer it in the UI (Browse → Required actions) or with
-   `kb review decide KEY DECISION`. Only the users in `KB_REVIEW_REVIEWERS` may answer, when it
-   names any. No answer within `KB_REVIEW_ANSWER_TIMEOUT_S` (3 days) fails the run saying so;
-   the document stays quarantined and in the queue.
+   `kb review decide KEY DECISION`, which records the decision in the ledger before it answers
+   (`kb_review_given`): a try that starts with a decision given to its run takes it from there
+   instead of asking, so an answer Airflow loses is applied by the retry. Only the users in
+   `KB_REVIEW_REVIEWERS` may answer, when it names any. No answer within
+   `KB_REVIEW_ANSWER_TIMEOUT_S` (3 days) fails the run saying so; the document stays
+   quarantined and in the queue.
 3. **act** writes the decision, who made it and when to the ledger (`kb_review_decisions`),
    for the version the reviewer was shown (`version`): if a newer version landed meanwhile,
-   the decision is refused and the newer one waits in the queue. Every decision but `drop`
-   makes the version due again.
+   the decision is refused and the newer one waits in the queue; if another review run's
+   decision about the version applied first, this one is refused (one decision per version).
+   Every decision but `drop` makes the version due again.
 4. **reindex** (skipped for `drop`) triggers `kb_ingest` on the document's key; its plan,
    extract and index stages read the decision from the ledger.
 """
@@ -34,7 +39,7 @@ from airflow.sdk import Param, dag, task
 
 from kb.decisions import Decision
 from kb.settings import ReviewSettings
-from kb_airflow.names import INGEST_DAG_ID, REVIEW_DAG_ID, REVIEW_DECIDE_TASK
+from kb_airflow.names import INGEST_DAG_ID, REVIEW_ACT_TASK, REVIEW_DAG_ID, REVIEW_DECIDE_TASK
 from kb_airflow.review import ReviewDecisionOperator
 
 # Parse-time cost must stay near zero: no clients, no heavy imports, no network here.
@@ -73,6 +78,9 @@ def kb_review():
         if entry is None or entry.status != Status.QUARANTINED:
             raise AirflowFailException(f"{key} is {entry.status if entry else 'not in the ledger'}, not quarantined: "
                                        "nothing to decide")
+        if (decided := entry.pending_decision) is not None:  # one decision per version: ask nobody again
+            raise AirflowFailException(f"{key}: this version was decided already ({decided.decision} by "
+                                       f"{decided.decided_by}, kb_review run {decided.review_run_id})")
         from kb import channels
 
         error = entry.error or {}
@@ -112,11 +120,11 @@ def kb_review():
         assigned_users=[{"id": name, "name": name} for name in REVIEW.reviewers] or None,
     )
 
-    @task
+    @task(task_id=REVIEW_ACT_TASK)
     def act(pending: dict, decided: dict, run_id=None) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from kb.errors import BadParams, ReviewedAnotherVersion
+        from kb.errors import BadParams, NotUnderReview
         from kb.settings import QualitySettings
 
         ledger, _ = _ledger()
@@ -125,6 +133,7 @@ def kb_review():
         try:
             QualitySettings.with_overrides(params.get("quality"))  # refused here, not in kb_ingest
         except BadParams as exc:
+            ledger.withdraw(run_id)  # a refused decision leaves nothing given behind
             raise AirflowFailException(str(exc)) from exc
         user = decided.get("responded_by_user") or {}
         at = decided.get("responded_at")
@@ -133,7 +142,8 @@ def kb_review():
         try:
             row = ledger.decide(pending["doc_id"], decision, decided_by=user.get("name") or user.get("id") or "unknown",
                                 decided_at=at, params=params, review_run_id=run_id, version=version)
-        except ReviewedAnotherVersion as exc:
+        except NotUnderReview as exc:  # another version landed, another run's decision applied first, ...
+            ledger.withdraw(run_id)
             raise AirflowFailException(str(exc)) from exc
         return {"key": row.key, "decision": str(row.decision), "decided_by": row.decided_by,
                 "decided_at": row.decided_at, "reopens": row.decision.reopens}

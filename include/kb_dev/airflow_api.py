@@ -56,6 +56,8 @@ class HitlRequest:
     params: dict[str, Any]
     created_at: str
     response_received: bool
+    # the ids of the users who may answer (Airflow answers anyone else 403); empty: anyone
+    assigned_users: tuple[str, ...] = ()
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> "HitlRequest":
@@ -63,7 +65,8 @@ class HitlRequest:
         return cls(dag_id=ti["dag_id"], run_id=ti["dag_run_id"], task_id=ti["task_id"], map_index=ti["map_index"],
                    subject=data["subject"], body=data.get("body"), options=list(data["options"]),
                    params=dict(data.get("params") or {}), created_at=data["created_at"],
-                   response_received=bool(data.get("response_received")))
+                   response_received=bool(data.get("response_received")),
+                   assigned_users=tuple(u["id"] for u in data.get("assigned_users") or []))
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,11 @@ class AirflowClient:
         self.retry_window_s = retry_window_s
         self.on_retry = on_retry
         self._deadline: float | None = None  # time.monotonic(); set by ``within``
+
+    @property
+    def username(self) -> str:
+        """The REST user this client logs in as: who Airflow records as answering."""
+        return self._username
 
     def close(self) -> None:
         self._http.close()

@@ -8,6 +8,7 @@ holds it to ``OCR_POOL``.
 INGEST_DAG_ID = "kb_ingest"
 REVIEW_DAG_ID = "kb_review"
 REVIEW_DECIDE_TASK = "decide"  # kb_review's human-in-the-loop task
+REVIEW_ACT_TASK = "act"  # kb_review's task that applies the decision to the ledger
 # The extract task's pool (its slots: the OCR replicas' published capacity) and queue (the
 # GPU workers').
 OCR_POOL = "gpu_ocr"

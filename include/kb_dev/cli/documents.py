@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.decisions import Decision
-from kb.errors import KbError, ReviewedAnotherVersion
+from kb.errors import AlreadyDecided, KbError, ReviewedAnotherVersion
 from kb_dev.cli.stack import client_env
 
 
@@ -196,7 +196,12 @@ def cmd_review_decide(args: argparse.Namespace) -> int:
     s = client_env()
     quality = _quality_params(args.param or [])
     p = PipelineSettings()
-    entry = Ledger.for_settings(p, ObjectStore.from_settings()).get(doc_id_for(p.inbox_bucket, args.key))
+    ledger, doc_id = Ledger.for_settings(p, ObjectStore.from_settings()), doc_id_for(p.inbox_bucket, args.key)
+    entry = ledger.get(doc_id)
+    if entry is not None and (decided := entry.pending_decision) is not None:
+        # one decision per version: refused before any run is started (Ledger.give refuses it too)
+        raise AlreadyDecided(f"{args.key}: this version was decided already: {decided.decision} by "
+                             f"{decided.decided_by} at {decided.decided_at} (kb_review run {decided.review_run_id})")
     current = entry and (entry.sha256 or entry.version_id or entry.etag)
     version = args.version
     if version is None:  # the version quarantined now is the one this decision is about
@@ -210,7 +215,7 @@ def cmd_review_decide(args: argparse.Namespace) -> int:
             "that version stays in the review queue (`kb review list`): look at it and decide again")
     client = airflow_client(s)
     try:
-        decided = review.decide(client, args.key, args.decision, quality, version=version)
+        decided = review.decide(client, ledger, args.key, doc_id, args.decision, quality, version=version)
         r = decided.response
         print(f"{args.key}: {r.chosen_options[0]} by {r.responded_by} at {r.responded_at} "
               f"(kb_review run {decided.review_run_id})")

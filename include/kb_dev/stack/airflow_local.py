@@ -183,6 +183,12 @@ def _is_scheduler(pid: int) -> bool:
     return len(args) >= 2 and args[-1] == "scheduler" and Path(args[-2]).name == "airflow"
 
 
+def scheduler_pids(s: StackSettings) -> list[int]:
+    """The scheduler's main process (of ``airflow standalone``, or the one a restart started),
+    without its executor's workers: what a test holds back to hold back scheduling alone."""
+    return [pid for part in (PART, SCHEDULER_PART) for pid in part_members(s, part) if _is_scheduler(pid)]
+
+
 def restart_scheduler(s: StackSettings, timeout_s: float = 120.0) -> int:
     """Stop Airflow's scheduler (SIGTERM, as a service manager does) and start a new one,
     recorded as part ``scheduler`` so ``down`` stops it too; the new one's pid.
@@ -194,7 +200,7 @@ def restart_scheduler(s: StackSettings, timeout_s: float = 120.0) -> int:
     task processes the new scheduler forked ran with the defaults)."""
     if not part_pid(s, PART):
         raise StackNotRunning(f"Airflow standalone is not running under {s.state_dir}; start the stack with `kb up`")
-    old = [pid for part in (PART, SCHEDULER_PART) for pid in part_members(s, part) if _is_scheduler(pid)]
+    old = scheduler_pids(s)
     env = next((e for e in map(environment, old) if e), None) or env_for(s, read_secrets(s.state_dir))
     for pid in old:
         os.kill(pid, signal.SIGTERM)
