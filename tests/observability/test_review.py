@@ -38,9 +38,8 @@ def _queue(live) -> dict[str, dict]:
     return {row["key"]: row for row in json.loads(done.stdout)}
 
 
-def _quarantined(live, *names: str) -> str | list[str]:
-    """Documents quarantined by one kb_ingest run, under a prefix of their own: the key (one
-    name), else the keys."""
+def _quarantined_all(live, *names: str) -> list[str]:
+    """Documents quarantined by one kb_ingest run, under a prefix of their own: their keys."""
     prefix = f"review-{uuid.uuid4().hex[:8]}/"
     state, summary = live.ingest(prefix, {f"{name}.pdf": _mostly_blank(name) for name in names})
     keys = [prefix + f"{name}.pdf" for name in names]
@@ -48,7 +47,12 @@ def _quarantined(live, *names: str) -> str | list[str]:
         entry = live.runs.ledger(key)
         assert entry is not None and entry.status == Status.QUARANTINED, (state, summary, entry)
         assert entry.error["code"] == "validation_failed", entry.error
-    return keys[0] if len(keys) == 1 else keys
+    return keys
+
+
+def _quarantined(live, name: str) -> str:
+    [key] = _quarantined_all(live, name)
+    return key
 
 
 def test_accept_through_kb_review_indexes_the_pages_that_passed_and_records_who_decided(live):
@@ -314,7 +318,7 @@ def test_a_decision_airflow_loses_the_answer_of_applies_and_is_asked_for_once(li
     lost too. Here every answer is given in the order that loses it (``_decide_losing_the_answer``).
     The decision, given in the ledger before the answer, is taken by the retry: the command
     answers once and the decision applies."""
-    keys = _quarantined(live, "lost-1", "lost-2", "lost-3")
+    keys = _quarantined_all(live, "lost-1", "lost-2", "lost-3")
     runs = live.runs
     arranged_total, lost = 0, 0
     for key in keys:
