@@ -211,7 +211,18 @@ def build(docs_dir: str, debs_dir: str | None = None) -> dict:
                 "pages": pages, "kind": kind, "class": cls, "language": lang,
                 "licence": licence, "split": split_of(file),
             })
+            if file in READ_BEFORE_SPLIT:  # counts as tuning, whatever its hash says
+                out[-1].update(split="tuning", split_why=READ_BEFORE_SPLIT[file])
     return {"documents": out}
+
+
+# Documents read while the layout model's rules were first tried, before this list existed: the
+# hash put them in frozen, but a frozen document must be one no rule was chosen on.
+READ_BEFORE_SPLIT = {
+    file: ("frozen by its hash, but read before the list was drawn: its pages were the first the layout model's "
+           "rules were tried and debugged on (jacow) or measured on (aguplus), so it counts as tuning")
+    for file in ("jacow-A4.pdf", "aguplus.pdf")
+}
 
 
 def main(argv=None) -> int:
