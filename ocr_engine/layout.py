@@ -22,6 +22,7 @@ from functools import cached_property
 from ocr_engine.api.pages import Block
 from ocr_engine.api.tables import merged_spans, table_block
 from ocr_engine.api.text import is_cjk
+from ocr_engine.regions import Region, RegionLabel
 
 Box = tuple[float, float, float, float]
 
@@ -72,7 +73,7 @@ def page_skew(lines: list[Line]) -> float:
     return 0.0
 
 
-def _upright(lines: list[Line]) -> list[_Placed]:
+def _upright(lines: list[Line], pivot: tuple[float, float] | None = None) -> list[_Placed]:
     """Each line's box in a frame turned back by the page's skew, about the lines' centroid.
 
     A 1.5 degree skew moves a column's edge by 17 pt from top to bottom of a page, more than
@@ -83,8 +84,10 @@ def _upright(lines: list[Line]) -> list[_Placed]:
     skew = page_skew(lines)
     if not skew:
         return [_Placed(ln.bbox, ln) for ln in lines]
-    px = statistics.fmean((ln.bbox[0] + ln.bbox[2]) / 2 for ln in lines)
-    py = statistics.fmean((ln.bbox[1] + ln.bbox[3]) / 2 for ln in lines)
+    # About the lines' centroid, or the page's centre where a layout model's regions were
+    # found on the image turned about it (``ocr_engine.regions``): the frames must be one.
+    px, py = pivot or (statistics.fmean((ln.bbox[0] + ln.bbox[2]) / 2 for ln in lines),
+                       statistics.fmean((ln.bbox[1] + ln.bbox[3]) / 2 for ln in lines))
     cos_s, sin_s = math.cos(skew), math.sin(skew)
     placed = []
     for ln in lines:
@@ -619,20 +622,204 @@ def _extend(block: Block, ln: Line, text: str) -> None:
     block.lines.append(_line_box(ln, len(block.text)))
 
 
-def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
-    """Blocks in reading order, and the page as Markdown. Block boxes are the union of their
-    lines' boxes, on the page as it is (not in the upright frame). Lines that stand in rows of
-    aligned cells (``_table_in``) are a table block: its first row the header, its cells by row
-    and column, as the text layer's ruled tables are."""
-    if not lines:
-        return [], ""
-    placed = _upright(lines)
-    median_h = statistics.median(p.height for p in placed)
+# --- regions from a layout model -----------------------------------------------------------
+
+@dataclass
+class _Group:
+    """The lines one region of the layout model holds, and its label; or lines no region holds
+    (label None)."""
+
+    label: RegionLabel | None
+    lines: list[_Placed]
+
+    @cached_property
+    def bbox(self) -> Box:
+        return (min(p.bbox[0] for p in self.lines), min(p.bbox[1] for p in self.lines),
+                max(p.bbox[2] for p in self.lines), max(p.bbox[3] for p in self.lines))
+
+
+def _area(b: Box) -> float:
+    return max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1])
+
+
+def _overlap(a: Box, b: Box) -> float:
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _groups(placed: list[_Placed], regions: list[Region], page_width: float) -> list[_Group]:
+    """Each line goes to the region it shares the most with: half of the smaller of the two at
+    least (the detector pads a line's box, and a caption's region can be smaller than its
+    line's box); of two that share as much, to the smaller (an equation inside a text region).
+    A region's lines are one group (its box the union of theirs); each line that no region
+    holds is a group of its own. The model's errors are then undone where the lines show them:
+    groups that overlap are one (two regions found for one paragraph), and a group whose lines
+    stand in columns side by side is one group per column (a region across the gutter)."""
+    held: dict[int, list[_Placed]] = {}
+    free: list[_Placed] = []
+    for p in placed:
+        best: tuple[tuple[float, float], int] | None = None
+        for i, r in enumerate(regions):
+            share = _overlap(p.bbox, r.bbox) / max(min(_area(p.bbox), _area(r.bbox)), 1e-6)
+            if share >= 0.5 and (best is None or (share, -_area(r.bbox)) > best[0]):
+                best = ((share, -_area(r.bbox)), i)
+        if best is None:
+            free.append(p)
+        else:
+            held.setdefault(best[1], []).append(p)
+    groups = _merged([_Group(regions[i].label, lines) for i, lines in held.items()])
+    return [part for g in groups for part in _side_by_side(g, page_width)] + [_Group(None, [p]) for p in free]
+
+
+def _merged(groups: list[_Group]) -> list[_Group]:
+    """Groups whose boxes share half of the smaller one's area, as one group with the larger's label."""
+    groups = sorted(groups, key=lambda g: -_area(g.bbox))
+    merged = True
+    while merged:
+        merged = False
+        for i, a in enumerate(groups):
+            for j in range(i + 1, len(groups)):
+                b = groups[j]
+                if _overlap(a.bbox, b.bbox) >= 0.5 * max(min(_area(a.bbox), _area(b.bbox)), 1e-6):
+                    groups[i] = _Group(a.label, a.lines + b.lines)
+                    del groups[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    return groups
+
+
+def _side_by_side(group: _Group, page_width: float) -> list[_Group]:
+    """A group cut at an empty vertical strip between its lines (each line's box shortened by half
+    a line's height at each end) that leaves lines a quarter of the page wide on each side; each
+    part cut again. A table's columns are not cut."""
+    lines = group.lines
+    if group.label == RegionLabel.TABLE or len(lines) < 2:
+        return [group]
+    height = statistics.median(p.height for p in lines)
+    reach = 0.5 * height
+    spans = [(min(p.bbox[0] + reach, mid), max(p.bbox[2] - reach, mid))
+             for p in lines for mid in [(p.bbox[0] + p.bbox[2]) / 2]]
+    for a, b in sorted(_empty_gaps(spans, 0.2 * height), key=lambda g: g[0] - g[1]):
+        left = [p for p in lines if p.bbox[0] + p.bbox[2] < a + b]
+        right = [p for p in lines if p.bbox[0] + p.bbox[2] >= a + b]
+        if left and right and min(_span(left), _span(right)) >= 0.25 * page_width:
+            return (_side_by_side(_Group(group.label, left), page_width)
+                    + _side_by_side(_Group(group.label, right), page_width))
+    return [group]
+
+
+def _group_span(groups: list[_Group]) -> float:
+    return max(g.bbox[2] for g in groups) - min(g.bbox[0] for g in groups)
+
+
+def _order_groups(groups: list[_Group], page_width: float, height: float) -> list[_Group]:
+    """Groups in reading order by XY-cut over their boxes: at the widest empty vertical strip
+    (a fifth of a line's height or more, each box giving up half a line's height at each end:
+    a padded line box reaches a few points into a narrow gutter) that leaves groups a quarter
+    of the page wide on each side (columns, left then right), else at the widest empty
+    horizontal gap (a title or a figure across the columns is a band of its own), and again in
+    each part. Groups that overlap both ways are read top to bottom."""
+    if len(groups) <= 1:
+        return groups
+    reach = 0.5 * height
+    spans = [(min(g.bbox[0] + reach, mid), max(g.bbox[2] - reach, mid))
+             for g in groups for mid in [(g.bbox[0] + g.bbox[2]) / 2]]
+    gaps = _empty_gaps(spans, 0.2 * height)
+    for a, b in sorted(gaps, key=lambda g: g[0] - g[1]):
+        left = [g for g in groups if g.bbox[0] + g.bbox[2] < a + b]
+        right = [g for g in groups if g.bbox[0] + g.bbox[2] >= a + b]
+        if left and right and min(_group_span(left), _group_span(right)) >= 0.25 * page_width:
+            return _order_groups(left, page_width, height) + _order_groups(right, page_width, height)
+    gaps = _empty_gaps([(g.bbox[1], g.bbox[3]) for g in groups], 0.0)
+    if gaps:
+        a, b = max(gaps, key=lambda g: g[1] - g[0])
+        top = [g for g in groups if g.bbox[1] + g.bbox[3] < a + b]
+        bottom = [g for g in groups if g.bbox[1] + g.bbox[3] >= a + b]
+        if top and bottom:
+            return _order_groups(top, page_width, height) + _order_groups(bottom, page_width, height)
+    return sorted(groups, key=lambda g: (g.bbox[1], g.bbox[0]))
+
+
+_BAND = 0.12  # a running header or footer stands in the top or bottom 12 % of the page
+
+
+def _prose(lines: list[_Placed], width: float) -> bool:
+    """Lines that read as running text: three or more, most of them long and filling the
+    region's width. The model labels a column of text ``figure`` now and then; a figure's own
+    words (axis labels, a diagram's boxes) are short."""
+    if len(lines) < 3:
+        return False
+    full = [p for p in lines if p.bbox[2] - p.bbox[0] >= 0.6 * width and len(p.line.text) >= 20]
+    return 2 * len(full) >= len(lines)
+
+
+def _title(lines: list[_Placed]) -> bool:
+    """A title region's lines read as a title: one to three lines of words, no sentence or code
+    inside, 150 characters at most."""
+    text = " ".join(p.line.text.strip() for p in lines)
+    return (len(lines) <= 3 and len(text) <= 150 and len(_LETTERS.findall(text)) >= 3
+            and not _SENTENCE_INSIDE.search(text) and not _CODE.search(text))
+
+
+@dataclass
+class _Section:
+    """Consecutive runs of a page read by one rule: ``kind`` None is running text (paragraphs,
+    headings by height, tables where ``tables``); any other kind is one block of that type."""
+
+    kind: str | None
+    runs: list[list[_Placed]]
+    tables: bool = False
+
+
+def _section(group: _Group, page_width: float, page_height: float, median_h: float) -> _Section:
+    label, lines = group.label, group.lines
+    width = group.bbox[2] - group.bbox[0]
+    middle = (group.bbox[1] + group.bbox[3]) / 2 / page_height
+    if label == RegionLabel.TABLE:
+        return _Section(None, [_rows(lines)], tables=True)
+    if label in (RegionLabel.HEADER, RegionLabel.FOOTER) and (middle < _BAND or middle > 1 - _BAND):
+        return _Section(label.value, [_rows(lines)])
+    if label == RegionLabel.FIGURE and not _prose(lines, width):
+        return _Section("figure", [_rows(lines)])
+    if label in (RegionLabel.FIGURE_CAPTION, RegionLabel.TABLE_CAPTION):
+        return _Section("caption", [_rows(lines)])
+    if label == RegionLabel.TITLE and _title(lines):
+        return _Section("heading", [_rows(lines)])
+    return _Section(None, _xy_cut(lines, page_width, median_h))
+
+
+def _region_sections(placed: list[_Placed], regions: list[Region], page_width: float, page_height: float,
+                     median_h: float) -> list[_Section]:
+    """The page as sections in reading order: the model's regions ordered by XY-cut, each read
+    by its label; lines no region holds, between two regions, read as running text together."""
+    out: list[_Section] = []
+    for group in _order_groups(_groups(placed, regions, page_width), page_width, median_h):
+        section = _section(group, page_width, page_height, median_h)
+        if group.label is None and out and out[-1].kind is None and not out[-1].tables:
+            out[-1].runs.extend(section.runs)
+        else:
+            out.append(section)
+    return out
+
+
+def _section_blocks(section: _Section, median_h: float) -> tuple[list[Block], list[list[float]]]:
+    """A section's blocks and the confidences of each block's lines."""
+    if section.kind is not None:
+        lines = [p.line for run in section.runs for p in run]
+        text = lines[0].text.strip()
+        block = _block_of(section.kind, lines[0], text)
+        for ln in lines[1:]:
+            _extend(block, ln, ln.text.strip())
+        if section.kind == "heading":
+            m = _NUMBERED_TITLE.match(block.text) or _SECTION_NUMBER.match(block.text.split()[0])
+            block.level = 2 + (m.group(0).split()[0].count(".") if m else 0)
+        return [block], [[ln.confidence for ln in lines]]
     blocks: list[Block] = []
     confidences: list[list[float]] = []
     prev: _Placed | None = None
-    for column in _order(placed, page_width):
-        items = _items(column)
+    for run in section.runs:
+        items: list[_Placed | _Table] = _items(run) if section.tables else list(run)
         k = 0
         while k < len(items):
             p = items[k]
@@ -662,6 +849,37 @@ def to_blocks(lines: list[Line], page_width: float) -> tuple[list[Block], str]:
                 blocks.append(_block_of("heading" if heading else "text", ln, ln.text))
                 confidences.append([ln.confidence])
             prev = p
+    return blocks, confidences
+
+
+def to_blocks(lines: list[Line], page_width: float, regions: list[Region] | None = None,
+              page_height: float | None = None) -> tuple[list[Block], str]:
+    """Blocks in reading order, and the page as Markdown. Block boxes are the union of their
+    lines' boxes, on the page as it is (not in the upright frame). Lines that stand in rows of
+    aligned cells (``_table_in``) are a table block: its first row the header, its cells by row
+    and column, as the text layer's ruled tables are.
+
+    With a layout model's ``regions`` (found on the page turned upright about its centre,
+    ``page_height`` points high), the regions are read in order and each by its label: tables
+    are looked for only inside table regions, and a running header or footer, a figure's own
+    words and a caption are blocks of their own types (``header``, ``footer``, ``figure``,
+    ``caption``). A page where the model found nothing is read by geometry alone, as without it."""
+    if not lines:
+        return [], ""
+    if regions and page_height:
+        placed = _upright(lines, (page_width / 2, page_height / 2))
+        median_h = statistics.median(p.height for p in placed)
+        sections = _region_sections(placed, regions, page_width, page_height, median_h)
+    else:
+        placed = _upright(lines)
+        median_h = statistics.median(p.height for p in placed)
+        sections = [_Section(None, _order(placed, page_width), tables=True)]
+    blocks: list[Block] = []
+    confidences: list[list[float]] = []
+    for section in sections:
+        more, confs = _section_blocks(section, median_h)
+        blocks.extend(more)
+        confidences.extend(confs)
     for b, confs in zip(blocks, confidences):
         b.confidence = round(sum(confs) / len(confs), 4)
     markdown = "\n\n".join(f"{'#' * (b.level or 2)} {b.text}" if b.type == "heading" else b.text for b in blocks)

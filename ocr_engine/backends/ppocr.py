@@ -17,7 +17,8 @@ import pymupdf
 
 from ocr_engine.backends.interface import Backend, Call
 from ocr_engine.api.names import BackendName
-from ocr_engine.layout import Line, to_blocks
+from ocr_engine.layout import Line, page_skew, to_blocks
+from ocr_engine.regions import Region, RegionFinder
 from ocr_engine.render import RenderedPage
 from ocr_engine.api.pages import PageResult, PageStatus, count_chars
 from ocr_engine.spacing import restore_spaces
@@ -42,9 +43,10 @@ class PPOCRBackend(Backend):
     name = NAME
     weights_digest = None  # the models ship inside the wheel: its version names them
 
-    def __init__(self, max_side: int = 960, rec_batch: int = REC_BATCH) -> None:
+    def __init__(self, max_side: int = 960, rec_batch: int = REC_BATCH, regions: RegionFinder | None = None) -> None:
         self.max_side = max_side
         self.rec_batch = rec_batch
+        self.regions = regions  # None: the page's lines are ordered by geometry alone
 
     @cached_property
     def _engine(self):
@@ -62,9 +64,12 @@ class PPOCRBackend(Backend):
 
     @cached_property
     def model_version(self) -> str:
+        """The recogniser, and the layout model where one orders the lines: a page's reading
+        depends on both, so a switch of either is a switch of OCR model (``reread``)."""
         from importlib.metadata import version
 
-        return f"PP-OCRv4 (rapidocr-onnxruntime {version('rapidocr-onnxruntime')})"
+        ocr = f"PP-OCRv4 (rapidocr-onnxruntime {version('rapidocr-onnxruntime')})"
+        return ocr if self.regions is None else f"{ocr} + {self.regions.model_version}"
 
     def read_crops(self, crops: list[np.ndarray]) -> list[tuple[str, float, list[float]]]:
         """Each line image's text, score, and its characters' x positions in the image."""
@@ -99,22 +104,38 @@ class PPOCRBackend(Backend):
             lines.append(Line((float(x0), float(y0), float(x1), float(y1)), text, score, angle))
         return lines
 
+    def find_regions(self, rendered: RenderedPage, lines: list[Line]) -> list[Region] | None:
+        """The layout model's regions on the page turned upright by its lines' skew; None
+        without a model, or without lines to read."""
+        if self.regions is None or not lines:
+            return None
+        return self.regions.find(rendered.image, rendered.zoom, page_skew(lines))
+
     def recognize(self, rendered: RenderedPage, page_width_pt: float,
                   page_height_pt: float | None = None) -> PageResult:
         started = time.perf_counter()
         lines = self.read_lines(rendered.image, rendered.zoom)
-        blocks, markdown = to_blocks(lines, page_width_pt)
+        if page_height_pt is None:
+            page_height_pt = rendered.image.shape[0] / rendered.zoom
+        regions = self.find_regions(rendered, lines)
+        return self.page_result(rendered.page, lines, regions, page_width_pt, page_height_pt,
+                                time.perf_counter() - started)
+
+    def page_result(self, page: int, lines: list[Line], regions: list[Region] | None, page_width_pt: float,
+                    page_height_pt: float, seconds: float = 0.0) -> PageResult:
+        """The page's result from its lines and regions (``regions`` None: by geometry alone);
+        ``seconds`` spent reading them, to which ordering them is added."""
+        started = time.perf_counter()
+        blocks, markdown = to_blocks(lines, page_width_pt, regions, page_height_pt)
         chars = count_chars(markdown)
         confidence = None
         if lines:
             weights = [max(1, len(ln.text)) for ln in lines]
             confidence = round(sum(ln.confidence * w for ln, w in zip(lines, weights)) / sum(weights), 4)
-        if page_height_pt is None:
-            page_height_pt = rendered.image.shape[0] / rendered.zoom
         return PageResult(
-            page=rendered.page, markdown=markdown, blocks=blocks, backend=NAME, status=PageStatus.OK if chars else PageStatus.EMPTY,
+            page=page, markdown=markdown, blocks=blocks, backend=NAME, status=PageStatus.OK if chars else PageStatus.EMPTY,
             chars=chars, confidence=confidence, model_version=self.model_version,
-            seconds=round(time.perf_counter() - started, 4), width=page_width_pt, height=page_height_pt,
+            seconds=round(seconds + time.perf_counter() - started, 4), width=page_width_pt, height=page_height_pt,
         )
 
     def parse(self, doc: pymupdf.Document, pages: list[int], call: Call) -> Iterator[PageResult]:

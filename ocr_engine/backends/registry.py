@@ -38,8 +38,9 @@ def _textlayer(settings: EngineSettings) -> "Backend":
 
 def _ppocr(settings: EngineSettings) -> "Backend":
     from ocr_engine.backends.ppocr import PPOCRBackend
+    from ocr_engine.regions import region_finder
 
-    return PPOCRBackend(max_side=settings.ppocr_max_side)
+    return PPOCRBackend(max_side=settings.ppocr_max_side, regions=region_finder(settings.layout_model))
 
 
 def _unlimited(settings: EngineSettings) -> "Backend":

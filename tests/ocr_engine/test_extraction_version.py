@@ -17,12 +17,15 @@ import pymupdf
 from ocr_engine.api.pages import EXTRACTION_VERSION
 from ocr_engine.engine import OcrEngine
 from ocr_engine.layout import Line, to_blocks
+from ocr_engine.regions import Region, RegionLabel
 from tests.ocr_engine.test_rule_tables import _booktabs, _partly_ruled
 from tests.pdfs import guide_pdf
 
 # EXTRACTION_VERSION -> the digest of what that version's rules make of the inputs below
 DIGESTS = {
-    "1": "dd2c8a85f8115fb9525bef6dc7edab2a65595b1a9d463f0f2327af8c04acb09d",
+    "1": "dd2c8a85f8115fb9525bef6dc7edab2a65595b1a9d463f0f2327af8c04acb09d",  # over the pages without regions
+    # 2: OCR pages read by a layout model's regions (ocr_engine.regions), the pages above read with them too
+    "2": "ce48359b46ae22d9e921f9af783d959fa3c6d6e0eeffef445ccc44e15f7aba86",
 }
 WHAT = ("page", "markdown", "blocks", "status", "chars", "width", "height")
 
@@ -53,7 +56,7 @@ def _text_layer_pages() -> list[dict]:
 def _ocr_layout_pages() -> list[dict]:
     """The OCR layout on fixed lines, a page each: a title over two columns; a section number
     boxed apart from its title over a paragraph; a table of aligned cells between paragraphs, over
-    a page number."""
+    a page number. Each by geometry alone, and with a layout model's regions."""
     def line(x0, y0, x1, text, h=12.0):
         return Line((x0, y0, x1, y0 + h), text, 0.9)
 
@@ -72,10 +75,19 @@ def _ocr_layout_pages() -> list[dict]:
              line(50, 74, 300, "See the table."), *table,
              line(50, 220, 550, "Every model is tested at the factory before it leaves."),
              line(280, 780, 320, "- 4 -", h=9)]
+    # the same pages as a layout model sees them (ocr_engine.regions): its regions, errors included
+    regions = {
+        "columns": [Region((48, 58, 552, 82), RegionLabel.TITLE, 0.9), Region((60, 98, 540, 112), RegionLabel.TEXT, 0.7),
+                    Region((48, 114, 282, 162), RegionLabel.TEXT, 0.9), Region((318, 98, 552, 162), RegionLabel.TEXT, 0.9)],
+        "section": [Region((48, 78, 162, 92), RegionLabel.TITLE, 0.8), Region((48, 108, 552, 156), RegionLabel.TEXT, 0.9)],
+        "table": [Region((48, 58, 552, 88), RegionLabel.TEXT, 0.9), Region((58, 98, 472, 180), RegionLabel.TABLE, 0.9),
+                  Region((48, 218, 552, 232), RegionLabel.FIGURE, 0.6), Region((278, 778, 322, 789), RegionLabel.FOOTER, 0.8)],
+    }
     pages = []
-    for lines in (columns, section, table):
-        blocks, markdown = to_blocks(lines, 600.0)
-        pages.append({"markdown": markdown, "blocks": [b.__dict__ for b in blocks]})
+    for name, lines in (("columns", columns), ("section", section), ("table", table)):
+        for found in (None, regions[name]):
+            blocks, markdown = to_blocks(lines, 600.0, found, 800.0)
+            pages.append({"markdown": markdown, "blocks": [b.__dict__ for b in blocks]})
     return pages
 
 
