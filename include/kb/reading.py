@@ -161,6 +161,7 @@ def _heading_like(text: str) -> bool:
 # Unlimited OCR's region types, PP-OCR's and the text layer's; what none of them is text
 _HEADINGS = {"heading": None, "title": 2, "sub_title": 3}
 _SKIPPED = {"image", "figure", "seal"}
+_RUNNING = {"header", "footer"}
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 
 
@@ -392,7 +393,10 @@ def _running(pages: list[_Page]) -> set[tuple[int, int]]:
     bare = [pi for pi in holding if all((pi, bi) in found for bi in range(len(pages[pi].blocks)))]
     if holding and 2 * len(bare) > len(holding):
         found -= {(pi, bi) for pi in bare for bi in range(len(pages[pi].blocks)) if not _PAGE_NUMBER.match(pages[pi].blocks[bi].text)}
-    return found
+    # What the OCR engine's layout model saw as a running header or footer, in the page's top or
+    # bottom band (``ocr_engine.layout``), on one page as well as on many: a first page's footer
+    # ("Preprint submitted to ...") comes back nowhere.
+    return found | {(pi, bi) for pi, page in enumerate(pages) for bi, b in enumerate(page.blocks) if b.type in _RUNNING}
 
 
 # --- continuity -------------------------------------------------------------------------

@@ -482,3 +482,19 @@ def test_an_ocr_documents_first_heading_on_its_first_page_is_its_title_and_heads
     # the text layer's headings keep the levels their font sizes give them
     text_layer = {**block("The xtable Gallery", (60, 60, 400, 74), "heading"), "level": 2}
     assert read_document(stored(pages(text_layer))).pieces[0].level == 2
+
+
+def test_a_header_and_a_footer_the_layout_model_saw_are_set_aside_on_a_page_of_their_own():
+    """A layout model's ``header``/``footer`` blocks (``ocr_engine.layout``) are running lines even
+    where they come back on no other page: a first page's "Preprint submitted to ..."."""
+    from ocr_engine.api.pages import Block
+
+    page = PageResult(page=1, markdown="", backend="ppocr", width=612.0, height=792.0, blocks=[
+        Block("header", (72, 40, 300, 52), "Journal of Examples 12 (2026)"),
+        Block("text", (72, 100, 540, 160), "The body of the page, read as the one paragraph it is."),
+        Block("footer", (72, 750, 400, 762), "Preprint submitted to Elsevier, 1 December 2026"),
+    ])
+    reading = read_document([page])
+    assert [p.text for p in reading.pieces] == ["The body of the page, read as the one paragraph it is."]
+    assert sorted(r.text for r in reading.running) == ["Journal of Examples 12 (2026)",
+                                                        "Preprint submitted to Elsevier, 1 December 2026"]
