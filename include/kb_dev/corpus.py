@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from kb.errors import KbError
 
@@ -73,6 +73,16 @@ class CorpusFile:
         return self.document.pages
 
 
+class PackagedFile(Protocol):
+    """A file in a Debian package, pinned by the digests of the package and of the file."""
+
+    package: str
+    version: str
+    deb_sha256: str
+    path: str
+    sha256: str
+
+
 def documents() -> list[CorpusDocument]:
     names = {f.name for f in fields(CorpusDocument)}
     return [CorpusDocument(**{k: v for k, v in d.items() if k in names})
@@ -92,7 +102,7 @@ def fetch(dest: Path, *, subset: bool = False, echo: Callable[[str], None] = pri
     for doc in chosen:
         target = dest / "born-digital" / doc.file
         if not (target.exists() and sha256(target) == doc.sha256):
-            _extract(doc, _deb(doc, dest / "debs", echo), target)
+            extract_pdf(doc, download_deb(doc, dest / "debs", echo), target)
         out.append(CorpusFile(target, doc, False))
     (dest / "scanned").mkdir(parents=True, exist_ok=True)
     for doc in chosen:
@@ -110,7 +120,7 @@ def fetch(dest: Path, *, subset: bool = False, echo: Callable[[str], None] = pri
     return out
 
 
-def _deb(doc: CorpusDocument, debs: Path, echo: Callable[[str], None]) -> Path:
+def download_deb(doc: PackagedFile, debs: Path, echo: Callable[[str], None]) -> Path:
     debs.mkdir(parents=True, exist_ok=True)
     found = [p for p in debs.glob(f"{doc.package}_*.deb") if sha256(p) == doc.deb_sha256]
     if found:
@@ -130,7 +140,7 @@ def _deb(doc: CorpusDocument, debs: Path, echo: Callable[[str], None]) -> Path:
     return found[0]
 
 
-def _extract(doc: CorpusDocument, deb: Path, target: Path) -> None:
+def extract_pdf(doc: PackagedFile, deb: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True, capture_output=True)
         source = Path(tmp) / doc.path.lstrip("/")

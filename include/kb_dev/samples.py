@@ -142,13 +142,16 @@ def write_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]]) -> Non
 
 
 def scanned_copy(data: bytes, dpi: int = 150, title: str | None = None, *, skew_deg: float = 0.0,
-                 speckle: float = 0.0, seed: int = 0) -> bytes:
+                 speckle: float = 0.0, seed: int = 0, exact_skew: bool = False, blur: float = 0.0,
+                 jpeg_quality: int = 80) -> bytes:
     """``data`` as a scanner delivers it: each page a grey picture, no text layer.
 
     ``skew_deg``: each page is turned by up to that many degrees, either way (a sheet fed
-    askew). ``speckle``: that share of pixels become dust, black or white (a dirty glass
-    or old paper). Both are drawn from ``seed``, so a copy is the same every time. Pages
-    with noise are stored as JPEG (as scanners do), clean ones losslessly.
+    askew); with ``exact_skew``, by exactly that many, either way. ``speckle``: that share of
+    pixels become dust, black or white (a dirty glass or old paper). ``blur``: a Gaussian blur
+    of that radius in pixels (a scanner out of focus). Skews and dust are drawn from ``seed``,
+    so a copy is the same every time. Pages with noise are stored as JPEG of ``jpeg_quality``
+    (as scanners do), clean ones losslessly.
     """
     import io
     import random
@@ -162,12 +165,17 @@ def scanned_copy(data: bytes, dpi: int = 150, title: str | None = None, *, skew_
     for page in src:
         pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
         target = out.new_page(width=page.rect.width, height=page.rect.height)
-        if not (skew_deg or speckle):
+        if not (skew_deg or speckle or blur):
             target.insert_image(page.rect, pixmap=pix)
             continue
         image = Image.frombytes("L", (pix.width, pix.height), pix.samples)
         if skew_deg:
-            image = image.rotate(rng.uniform(-skew_deg, skew_deg), resample=Image.BICUBIC, fillcolor=255)
+            angle = rng.choice((-skew_deg, skew_deg)) if exact_skew else rng.uniform(-skew_deg, skew_deg)
+            image = image.rotate(angle, resample=Image.BICUBIC, fillcolor=255)
+        if blur:
+            from PIL import ImageFilter
+
+            image = image.filter(ImageFilter.GaussianBlur(blur))
         if speckle:
             pixels = np.array(image)
             noise = np.random.default_rng(rng.randrange(2**32)).random(pixels.shape)
@@ -175,7 +183,7 @@ def scanned_copy(data: bytes, dpi: int = 150, title: str | None = None, *, skew_
             pixels[noise > 1 - speckle / 2] = 255
             image = Image.fromarray(pixels)
         buffer = io.BytesIO()
-        image.save(buffer, format="JPEG", quality=80)
+        image.save(buffer, format="JPEG", quality=jpeg_quality)
         target.insert_image(page.rect, stream=buffer.getvalue())
     if title:
         out.set_metadata({"title": title, "creator": "kb_dev.samples (scanned)"})

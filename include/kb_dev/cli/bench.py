@@ -46,6 +46,16 @@ def cmd_structure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scans(args: argparse.Namespace) -> int:
+    from kb_dev.bench.scans import bench_scans
+
+    splits = ("tuning", "frozen") if args.split == "all" else (args.split,)
+    result = bench_scans(Path(args.dest), splits=splits, skews=tuple(args.skews), reuse_ocr=args.reuse_ocr,
+                         only=args.document or None)
+    _report(args, result, result["table"])
+    return 0
+
+
 def cmd_scale(args: argparse.Namespace) -> int:
     from kb_dev.bench.scale import bench_scale
 
@@ -126,6 +136,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                         "chunks without their header row, chunks with boxes, OCR CER with spaces "
                                         "against Tesseract")
     b.add_argument("--dest", default=".kb/corpus", help="where the corpus is fetched to (kept between runs)")
+    b = add("scans", cmd_scans, "how scanned pages are read, on documents no reading rule was chosen on "
+                                "(include/scanbench): reading order, columns mixed in chunks, table rows with "
+                                "their header, tables claimed where there are none, CER, seconds per page; "
+                                "line geometry and the layout model side by side, at several skews")
+    b.add_argument("--split", choices=("tuning", "frozen", "all"), default="tuning",
+                   help="frozen is measured once, at the end of a piece of work: choose nothing on it")
+    b.add_argument("--skews", type=float, nargs="+", default=[0.0, 0.5, 1.0, 2.0], help="degrees")
+    b.add_argument("--document", action="append", help="only this file of the list (repeatable)")
+    b.add_argument("--reuse-ocr", action="store_true",
+                   help="PP-OCR's lines and the regions from the last run (for trying reading rules; "
+                        "seconds are then that run's)")
+    b.add_argument("--dest", default=".kb/scanbench", help="where the originals are fetched to (kept between runs)")
     b = add("scale", cmd_scale, "the embedded store at realistic sizes as the search service runs it: one "
                                 "document's write and the time until searchable, hybrid p50/p99 with and "
                                 "without a folder filter, replica RSS, HNSW recall@10; local mode beside it")
