@@ -13,6 +13,7 @@ so a copy is the same bytes every time).
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import shutil
@@ -141,11 +142,26 @@ def download_deb(doc: PackagedFile, debs: Path, echo: Callable[[str], None]) -> 
 
 
 def extract_pdf(doc: PackagedFile, deb: Path, target: Path) -> None:
+    extract_pdfs(deb, {doc: target})
+
+
+def extract_pdfs(deb: Path, targets: dict[PackagedFile, Path]) -> None:
+    """The files ``targets`` names out of ``deb`` (one pass over its data: a documentation
+    package can be 600 MB), each checked against its sha256; a path ending in ``.gz`` (a
+    package's gzipped example) is unpacked first."""
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True, capture_output=True)
-        source = Path(tmp) / doc.path.lstrip("/")
-        if not source.exists():
-            raise CorpusError(f"{deb.name} has no {doc.path}")
-        if sha256(source) != doc.sha256:
-            raise CorpusError(f"{doc.path} in {deb.name} has sha256 {sha256(source)}, not {doc.sha256}")
-        shutil.copyfile(source, target)
+        members = sorted({"." + doc.path for doc in targets})
+        tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+        done = subprocess.run(["tar", "-x", "-C", tmp, "-f", "-", *members], stdin=tar.stdout, capture_output=True)
+        tar.stdout.close()  # type: ignore[union-attr]
+        tar.wait()
+        for doc, target in targets.items():
+            source = Path(tmp) / doc.path.lstrip("/")
+            if not source.exists():
+                raise CorpusError(f"{deb.name} has no {doc.path} ({done.stderr.decode(errors='replace').strip()[-300:]})")
+            if source.suffix == ".gz":
+                source.with_suffix("").write_bytes(gzip.decompress(source.read_bytes()))
+                source = source.with_suffix("")
+            if sha256(source) != doc.sha256:
+                raise CorpusError(f"{doc.path} in {deb.name} has sha256 {sha256(source)}, not {doc.sha256}")
+            shutil.copyfile(source, target)

@@ -29,7 +29,7 @@ from typing import Callable
 
 import pymupdf
 
-from kb_dev.corpus import CorpusError, download_deb, extract_pdf, sha256
+from kb_dev.corpus import CorpusError, download_deb, extract_pdfs, sha256
 
 HOME = Path(__file__).resolve().parents[1] / "scanbench"
 LIST = HOME / "documents.json"
@@ -101,12 +101,13 @@ def documents(splits: tuple[str, ...] = SPLITS) -> list[BenchDocument]:
 def fetch(dest: Path, docs: list[BenchDocument], echo: Callable[[str], None] = print) -> dict[str, Path]:
     """Each document's original under ``dest/originals`` (checked by digest; .debs kept in ``dest/debs``)."""
     (dest / "originals").mkdir(parents=True, exist_ok=True)
-    out = {}
+    out = {doc.file: dest / "originals" / doc.file for doc in docs}
+    missing: dict[str, dict[BenchDocument, Path]] = {}
     for doc in docs:
-        target = dest / "originals" / doc.file
-        if not (target.exists() and sha256(target) == doc.sha256):
-            extract_pdf(doc, download_deb(doc, dest / "debs", echo), target)
-        out[doc.file] = target
+        if not (out[doc.file].exists() and sha256(out[doc.file]) == doc.sha256):
+            missing.setdefault(doc.package, {})[doc] = out[doc.file]
+    for targets in missing.values():  # a package's files in one pass over it
+        extract_pdfs(download_deb(next(iter(targets)), dest / "debs", echo), targets)
     return out
 
 

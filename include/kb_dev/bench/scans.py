@@ -78,7 +78,7 @@ def order(truth: TruthPage, reading: str) -> tuple[int, int]:
     return _lis(seq), len(seq)
 
 
-def _columns(truth: TruthPage) -> dict[str, str]:
+def token_columns(truth: TruthPage) -> dict[str, str]:
     """Token -> the column (L or R) of the one word it stands in on a two-column page."""
     out: dict[str, str] = {}
     seen: Counter[str] = Counter()
@@ -251,7 +251,7 @@ def measure(truth: list[TruthPage], results: list[Any], chunks: list[dict[str, A
             t.ref_chars += n
         t.seconds += seconds.get(page.page, 0.0)
         t.false_tables += false_tables([page], [r] if r is not None else [])
-    columns = {p.page: _columns(p) for p in truth if p.two_column}
+    columns = {p.page: token_columns(p) for p in truth if p.two_column}
     for c in chunks:
         m = mixed(c["text"], c["pages"], columns)
         if m is not None:  # counted with the two-column pages, whatever else the chunk spans
