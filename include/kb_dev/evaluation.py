@@ -4,23 +4,42 @@ A question is one JSON line ``{"doc", "page", "question", "answer_substring"}``:
 the document's key in the inbox bucket, ``page`` the 1-based page whose text holds
 ``answer_substring`` verbatim. An answer that runs over a page break names both pages,
 ``"pages": [p, p + 1]`` (``page`` is p). A question is found at rank r when the r-th hit
-comes from ``doc`` and covers every one of its pages. Groups: ``cross-page`` (the answer
-runs over a page break: a hit must cover both pages and its text hold the whole answer),
-else ``en`` (English question, English document), ``zh`` (Chinese and Chinese), ``cross``
-(the question's language differs from the document's, which is the language of its answer).
+comes from ``doc``, covers every one of its pages and its text holds the answer (issue 53:
+in every group; a hit of the right page that has lost the answer does not count). Groups:
+``cross-page`` (the answer runs over a page break: a hit must cover both pages and hold the
+whole answer, so a chunk of both pages holding one half does not count), else ``en`` (English
+question, English document), ``zh`` (Chinese and Chinese), ``cross`` (the question's language
+differs from the document's, which is the language of its answer).
 
-Two optional fields split the set and name the groups written for it (issue 36):
+Two optional fields split the set and name the groups written for it (issues 36 and 53):
 ``"split"``: ``"tuning"`` (the default) or ``"frozen"``, a set measured out of sample, never
-used to choose anything; ``"kind"``: ``"table-cell"`` or ``"paraphrase"``, which is then the
-question's group. A ``table-cell`` question's answer is one cell of a table, and its
-``"row"`` a verbatim substring of that table's row (its label, say): it is found only by a hit
-from ``doc`` covering its page whose text holds both the row and the answer. A
-``paraphrase`` question says what its answer passage says in other words; its ``doc``,
-``page`` and matching are as for any one-page question, and ``include/eval/verify.py``
-holds it to at most ``MAX_PARAPHRASE_OVERLAP`` of the passage's content words
-(``overlap``). A question about an image-only copy of a corpus document names the copy's
-file (``X.scan.pdf``, ``kb_dev.corpus.original_of``); the report counts it apart, as the
+used to choose anything; ``"kind"``: ``"table-cell"``, ``"paraphrase"`` or ``"two-column"``,
+which is then the question's group. A ``table-cell`` question's answer is one cell of a
+table, and its ``"row"`` a verbatim substring of that table's row (its label, say): a hit
+must hold both the row and the answer. A ``paraphrase`` question says what its answer passage
+says in other words; ``include/eval/verify.py`` holds it to at most
+``MAX_PARAPHRASE_OVERLAP`` of the passage's content words (``overlap``). A ``two-column``
+question's answer is a passage of running text inside one column of a page set in two
+columns. A question about an image-only copy names the copy's file (``X.scan.pdf``,
+``kb_dev.corpus.original_of``, the one rule); the report counts it apart, as the
 ``scanned`` row under its group.
+
+How a hit "holds" a text (the answer, and a table cell's row), decided in issue 53 before
+any question it applies to was measured, the same for every group:
+
+* normalised first, both sides: NFKC (width forms, ligatures), then whitespace and hyphens
+  (``-``, soft hyphen, U+2010, U+2011) removed, since the reader may join a line or a word
+  broken over a line or page with or without its hyphen and OCR spaces words its own way;
+* a hit on a born-digital document (its text read from the text layer) holds it when the
+  normalised text is a substring of the hit's;
+* a hit on an image-only copy (``q.scanned``: its text is OCR, which misreads a letter here
+  and there) holds it when it is a substring, or when ``rapidfuzz.fuzz.partial_ratio`` of
+  the normalised text against the hit's normalised text is at least ``SCANNED_MATCH`` (90):
+  the best-aligned stretch of the hit differs from it by at most about one character in
+  twenty (partial_ratio is an Indel similarity: one wrong character costs two edits of the
+  two lengths together). So a misread letter in a sentence still counts, and a wrong digit
+  in a short number does not (one of six characters: 83). A hit shorter than the text is
+  compared whole (``fuzz.ratio``), so a fragment never holds a longer answer.
 """
 
 from __future__ import annotations
@@ -44,10 +63,11 @@ class Searcher(Protocol):
                     where: SearchFilter | None = None) -> dict[str, list[list[dict[str, Any]]]]: ...
 
 SPLITS = ("tuning", "frozen")
-KINDS = ("table-cell", "paraphrase")
+KINDS = ("table-cell", "paraphrase", "two-column")
 GROUPS = ("en", "zh", "cross", "cross-page") + KINDS
 FIELDS = {"doc": str, "page": int, "question": str, "answer_substring": str}
 OPTIONAL = {"pages": list, "split": str, "kind": str, "row": str}
+SCANNED_MATCH = 90  # rapidfuzz partial_ratio, normalised, for a hit on an image-only copy (docstring)
 MAX_PARAPHRASE_OVERLAP = 0.25  # share of the answer's content words that the question may repeat
 # words of 4+ letters that carry no content; left out of both sides of ``overlap``
 FUNCTION_WORDS = frozenset(
@@ -63,7 +83,7 @@ class Question:
     answer_substring: str
     pages: tuple[int, ...] = ()  # an answer over a page break: both pages
     split: str = "tuning"
-    kind: str = ""  # "table-cell", "paraphrase" or none
+    kind: str = ""  # "table-cell", "paraphrase", "two-column" or none
     row: str = ""  # table-cell: a verbatim substring of the answer's table row
 
     @property
@@ -81,7 +101,7 @@ class Question:
 
     @property
     def scanned(self) -> bool:
-        """About an image-only copy of a corpus document."""
+        """About an image-only copy (its file named as ``kb_dev.corpus.original_of`` says)."""
         return original_of(self.doc) is not None
 
 
@@ -137,26 +157,40 @@ def _normalised(text: str) -> str:
     return re.sub(r"[\s\-\u00ad\u2010\u2011]+", "", unicodedata.normalize("NFKC", text))
 
 
+def holds(q: Question, text: str, hit: dict[str, Any]) -> bool:
+    """Whether the hit's text holds ``text`` (the question's answer or its row), by the rule
+    of the module docstring: a substring after normalising, or for a hit on an image-only
+    copy, a fuzzy partial match of at least ``SCANNED_MATCH``."""
+    from rapidfuzz import fuzz
+
+    want, got = _normalised(text), _normalised(hit.get("text") or "")
+    if want in got:
+        return True
+    if not q.scanned or not want or not got:
+        return False
+    score = fuzz.partial_ratio(want, got) if len(got) >= len(want) else fuzz.ratio(want, got)
+    return score >= SCANNED_MATCH
+
+
 def holds_answer(q: Question, hit: dict[str, Any]) -> bool:
-    """Whether the hit's text holds the whole answer (whitespace, width forms and hyphens aside)."""
-    return _normalised(q.answer_substring) in _normalised(hit.get("text") or "")
+    """Whether the hit's text holds the whole answer (``holds``)."""
+    return holds(q, q.answer_substring, hit)
 
 
 def holds_row(q: Question, hit: dict[str, Any]) -> bool:
-    """Whether the hit's text holds the table-cell question's row substring (as ``holds_answer``)."""
-    return _normalised(q.row) in _normalised(hit.get("text") or "")
+    """Whether the hit's text holds the table-cell question's row substring (``holds``)."""
+    return holds(q, q.row, hit)
 
 
 def rank_of(q: Question, hits: list[dict[str, Any]], folder: str = "") -> int | None:
-    """The rank of the first hit from ``q.doc`` that covers its pages; for an answer over a page
-    break, a hit that also holds the whole answer (a chunk of both pages holding only one half
-    does not count); for a table cell, a hit that holds the answer and its row (a chunk of the
-    page holding only the caption, or a slice of the table without that row, does not count)."""
+    """The rank of the first hit from ``q.doc`` that covers its pages and holds its answer
+    (``holds``), in every group: a chunk of the page that has lost the answer, or for an
+    answer over a page break a chunk of both pages holding one half, does not count; for a
+    table cell the hit holds its row too (a chunk of the page holding only the caption, or a
+    slice of the table without that row, does not count)."""
     for rank, h in enumerate(hits, 1):
-        if h["key"] == folder + q.doc and q.wanted_pages <= set(h["pages"]):
-            if q.group == "cross-page" and not holds_answer(q, h):
-                continue
-            if q.group == "table-cell" and not (holds_answer(q, h) and holds_row(q, h)):
+        if h["key"] == folder + q.doc and q.wanted_pages <= set(h["pages"]) and holds_answer(q, h):
+            if q.group == "table-cell" and not holds_row(q, h):
                 continue
             return rank
     return None

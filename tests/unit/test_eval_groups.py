@@ -26,15 +26,17 @@ def write(tmp_path: Path, *lines: dict[str, Any] | str) -> Path:
 def test_split_kind_and_row_are_read_and_the_kind_is_the_group(tmp_path):
     plain = {"doc": "a.pdf", "page": 1, "question": "Which command?", "answer_substring": "systemctl list-timers"}
     para = {**plain, "question": "How are scheduled jobs shown?", "split": "frozen", "kind": "paraphrase"}
-    old, cell, paraphrase = load_questions(write(tmp_path, plain, CELL, para))
+    column = {**plain, "doc": "scanbench/p.scan.pdf", "split": "frozen", "kind": "two-column"}
+    old, cell, paraphrase, two = load_questions(write(tmp_path, plain, CELL, para, column))
     assert (old.split, old.kind, old.row, old.group) == ("tuning", "", "", "en")
     assert (cell.split, cell.group, cell.row) == ("frozen", "table-cell", "Coastal South")
     assert (paraphrase.split, paraphrase.group) == ("frozen", "paraphrase")
+    assert (two.split, two.group, two.scanned) == ("frozen", "two-column", True)
 
 
 @pytest.mark.parametrize("change, message", [
     ({"split": "test"}, "split must be one of tuning, frozen"),
-    ({"kind": "table"}, "kind must be one of table-cell, paraphrase"),
+    ({"kind": "table"}, "kind must be one of table-cell, paraphrase, two-column"),
     ({"kind": ""}, "kind must be one of"),
     ({"row": None}, "'row' must be a str"),
     ({"row": "  "}, "row must be non-empty"),
@@ -63,8 +65,37 @@ def test_a_table_cell_needs_a_hit_of_its_page_holding_both_its_row_and_its_answe
     # the row read with other spacing and line breaks, as a scan's OCR may give it
     found = {"key": "t.pdf", "pages": [7, 8], "text": "Coastal\nSouth  0.59 0. 015"}
     assert rank_of(q, [caption, other_rows, elsewhere, other_doc, found]) == 5
-    # the same chunk is enough for a question without a kind: only document and page count
+    # the caption holds the answer, so it is enough for a question without a kind (no row)
     assert rank_of(Question("t.pdf", 8, "q", "0.015"), [caption]) == 1
+
+
+@pytest.mark.parametrize("kind", ["", "paraphrase", "two-column"])
+def test_every_group_needs_a_hit_that_holds_the_answer_not_only_its_page(kind):
+    """Issue 53: a plain or paraphrase question counted any hit of the right page."""
+    q = Question("p.pdf", 2, "How do anonymous citations look?", "citations will appear as [anonymous]",
+                 kind=kind)
+    lost = {"key": "p.pdf", "pages": [2], "text": "When anonymous mode is on, the reference list is shorter."}
+    held = {"key": "p.pdf", "pages": [1, 2], "text": "When anonymous mode is on, citations will\nappear as [anon-\nymous]"}
+    assert rank_of(q, [lost]) is None
+    assert rank_of(q, [lost, held]) == 2
+
+
+def test_a_hit_on_an_image_only_copy_holds_an_answer_read_with_a_misread_letter_but_not_a_wrong_digit():
+    answer = "This package was tested with acmart version 1.69"
+    scan = Question("s/p.scan.pdf", 1, "Which acmart version?", answer, kind="two-column")
+    born = Question("s/p.pdf", 1, "Which acmart version?", answer, kind="two-column")
+    ocr = "1.3 Requirements ... the link above. This package was tcsted with acrnart version 1.69. The users' guide"
+    assert rank_of(scan, [{"key": "s/p.scan.pdf", "pages": [1], "text": ocr}]) == 1
+    # the same rule nowhere else: a text layer is read exactly
+    assert rank_of(born, [{"key": "s/p.pdf", "pages": [1], "text": ocr}]) is None
+    # a misread digit in a short cell is a wrong answer, and so is a row that lost a letter
+    cell = Question("t.scan.pdf", 3, "q", "0.0598", kind="table-cell", row="Peng-Huang")
+    assert rank_of(cell, [{"key": "t.scan.pdf", "pages": [3], "text": "Peng-Huang n = 400 0.0588"}]) is None
+    assert rank_of(cell, [{"key": "t.scan.pdf", "pages": [3], "text": "Peng-Huang | n = 4OO | 0.0598"}]) == 1
+    assert rank_of(cell, [{"key": "t.scan.pdf", "pages": [3], "text": "Peng-Huang n = 400 0.0598"}]) == 1
+    # a fragment shorter than the answer does not hold it, however well it aligns
+    assert rank_of(scan, [{"key": "s/p.scan.pdf", "pages": [1], "text": "tested with acmart"}]) is None
+    assert (scan.scanned, born.scanned) == (True, False)
 
 
 def test_overlap_counts_the_answers_content_words_the_question_repeats():
@@ -94,7 +125,7 @@ def test_the_report_is_per_split_and_counts_scanned_copies_apart():
     cell = Question("t.pdf", 8, "Coastal South p?", "0.015", split="frozen", kind="table-cell", row="Coastal South")
     scan = Question("t.scan.pdf", 8, "Coastal South p?", "0.015", split="frozen", kind="table-cell", row="Coastal South")
     hit = {"pages": [8], "text": "Coastal South 0.59 0.015"}
-    searcher = FakeSearcher({tuning.question: [{"key": "a.pdf", "pages": [2], "text": ""}],
+    searcher = FakeSearcher({tuning.question: [{"key": "a.pdf", "pages": [2], "text": "systemctl list-timers"}],
                              cell.question: [{"key": "x.pdf", "pages": [8], "text": ""}, {**hit, "key": "t.pdf"}]})
     report = evaluate(searcher, [tuning, cell, scan], top_k=5, modes=("hybrid",))
     hybrid = report["modes"]["hybrid"]

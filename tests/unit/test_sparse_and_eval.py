@@ -66,7 +66,8 @@ def test_language_and_groups():
 
 def test_rank_needs_the_right_document_and_page():
     q = Question("a.pdf", 3, "q", "x")
-    hits = [{"key": "b.pdf", "pages": [3]}, {"key": "a.pdf", "pages": [2]}, {"key": "a.pdf", "pages": [3, 4]}]
+    hits = [{"key": "b.pdf", "pages": [3], "text": "x"}, {"key": "a.pdf", "pages": [2], "text": "x"},
+            {"key": "a.pdf", "pages": [3, 4], "text": "x"}]
     assert rank_of(q, hits) == 3 and rank_of(q, hits[:2]) is None
 
 

@@ -96,10 +96,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("eval", help="recall@k and MRR of a question set against the index",
                        description='QA.jsonl holds one {"doc", "page", "question", "answer_substring"} per line '
-                                   '(optionally "split": tuning or frozen, "kind": table-cell, with its "row", or '
-                                   "paraphrase); a question is found when a hit among the top k comes from doc and "
-                                   "covers page (a table cell's hit also holds its row and answer). The report has "
-                                   "a table per split.")
+                                   '(optionally "split": tuning or frozen, "kind": table-cell, with its "row", '
+                                   "paraphrase or two-column); a question is found when a hit among the top k comes "
+                                   "from doc, covers page and holds the answer (a table cell's, its row too; on an "
+                                   "image-only copy, a fuzzy match: kb_dev.evaluation). The report has a table per "
+                                   "split.")
     p.add_argument("questions", help="a QA.jsonl file")
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--mode", choices=("hybrid", "dense", "sparse", "all"), default=None,
