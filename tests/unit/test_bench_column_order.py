@@ -73,3 +73,25 @@ def test_the_bench_pools_documents_and_prints_the_share():
               "table_chunks_without_header": 0, "table_chunks": 0, "chunks_with_boxes": 1, "chunks_with_boxes_share": 1}
     table = format_table({"documents": [], "totals": totals, "column_order": order})
     assert "column_order, two-column scans (5 pages): 0.9800 of 50 matched OCR lines" in table
+
+
+def test_the_report_labels_the_figures_graded_by_the_code_under_test_as_self_consistency_checks():
+    """Issue 53: column order against the project's own text-layer reader on the pages XY-cut
+    was tuned on, and table headers against the reader's own table finder, are no quality
+    figures; the report says so beside them and points to kb bench scans."""
+    from kb_dev.bench.structure import column_order_table, format_table
+
+    order = column_order_table([{"document": "a.scan.pdf", "pages": 2, "pieces": 30, "matched": 20, "in_order": 19}])
+    totals = {"pages": 5, "chunks": 1, "text_chunks": 1, "mid_sentence_at_page_break": 0,
+              "mid_sentence_at_page_break_share": 0, "running_lines_in_chunks": 0, "running_lines": 0,
+              "table_chunks_without_header": 1, "table_chunks": 3, "chunks_with_boxes": 1, "chunks_with_boxes_share": 1,
+              "highlighted_page_share_median_scanned": 0.1, "sections_in_outline_scanned": 2,
+              "sections_checked_scanned": 4, "sections_in_outline_share_scanned": 0.5}
+    cer = {"en fit": {"pages": 1, "ppocr_cer": 0.1, "tesseract_cer": 0.2, "ppocr_pages_per_s": 1.0,
+                      "tesseract_pages_per_s": 1.0}}
+    lines = format_table({"documents": [], "totals": totals, "column_order": order, "cer": cer}).splitlines()
+    for start in ("column_order,", "table chunks without their header row", "a hit's highlight, median share of "
+                                                                            "its page, image-only copies"):
+        line = next(x for x in lines if x.startswith(start))
+        assert "self-consistency check, not quality" in line and "kb bench scans" in line
+    assert any("neither is out of sample" in x for x in lines)

@@ -60,7 +60,7 @@ def test_lines_set_aside_that_the_text_layer_does_not_hold_as_running_are_over_r
     assert [ln.text for ln in over_removed(doc)] == ["The pump must be primed before it is started."]
 
 
-def test_cer_is_reported_for_the_scans_thresholds_were_fitted_on_and_for_the_rest_apart():
+def test_cer_is_reported_for_the_scans_thresholds_were_fitted_on_and_for_the_other_scans_apart():
     from kb_dev.bench.structure import FIT_SCANS, _cer_table
 
     fit = next(iter(FIT_SCANS))
@@ -70,8 +70,8 @@ def test_cer_is_reported_for_the_scans_thresholds_were_fitted_on_and_for_the_res
               "tesseract_edits": 5, "ppocr_seconds": 1.0, "tesseract_seconds": 1.0}]
     table = _cer_table(parts)
     assert table["en"]["ppocr_cer"] == 0.2 and table["en"]["pages"] == 3
-    assert table["en fit"]["ppocr_cer"] == 0.1 and table["en rest"]["ppocr_cer"] == 0.3
-    assert table["en rest"]["tesseract_cer"] == 0.05
+    assert table["en fit"]["ppocr_cer"] == 0.1 and table["en other"]["ppocr_cer"] == 0.3
+    assert table["en other"]["tesseract_cer"] == 0.05
 
 
 def test_a_table_row_counts_headless_only_in_a_chunk_on_its_tables_page():
