@@ -1,7 +1,7 @@
 """Check that every answer in qa.jsonl is on its page, verbatim, and the set's format.
 
     python include/eval/verify.py [--docs .kb/eval-docs] [--corpus .kb/corpus/born-digital]
-                                  [--questions include/eval/qa.jsonl]
+                                  [--scanbench-cache .kb/scanbench] [--questions include/eval/qa.jsonl]
 
 "Verbatim" ignores only whitespace (PDF text breaks lines and pads CJK with spaces) and
 NFKC width forms. A line with ``"pages": [p, p+1]`` (the ``cross-page`` group) has an answer
@@ -13,11 +13,20 @@ a table row share a baseline; a line here is every word of the page at that heig
 cells of a row are joined even where the text layer keeps them in separate blocks). A
 ``paraphrase`` line repeats at most ``MAX_PARAPHRASE_OVERLAP`` of its answer's content words
 (``kb_dev.evaluation.overlap``: words of 4+ letters, lower-cased, and pairs of Han
-characters); the figure is printed for each. A line about an image-only copy
-(``X.scan.pdf``) is checked against its born-digital original, which documents.json must
-say is copied (an image has no text layer to check).
+characters); the figure is printed for each. A ``two-column`` line's page is set in two
+columns (``kb_dev.scanbench.TruthPage.two_column``, the scan benchmark's rule) and its answer
+lies inside one column: it is found in the words of the page's left column, or of its right
+column, in the file's content order (the column is printed). A line about an image-only copy
+(``X.scan.pdf``, ``kb_dev.corpus.original_of``) is checked against its born-digital original
+(an image has no text layer to check), which must be one that is copied: for the corpus,
+documents.json says so; the scan benchmark's documents are all copied by fetch.py.
 The Debian Reference PDFs are under --docs (sha256 from fetch.py); the corpus PDFs under
---corpus (sha256 from include/corpus/documents.json; fetch them with include/corpus/fetch.py).
+--corpus (sha256 from include/corpus/documents.json; fetch them with include/corpus/fetch.py);
+a ``scanbench/<name>.pdf`` line is about the PDF of the used pages of ``<name>`` in
+include/scanbench/documents.json, and its page is a page of that PDF (1..k, as fetch.py makes
+it and ``kb ingest`` reads it): the original under --scanbench-cache (``originals/``, checked
+against documents.json's sha256), its used pages taken by ``kb_dev.scanbench.used_pages``.
+A frozen line may only be about a document the scan benchmark's list puts in its frozen split.
 The fields (split, kind, row, pages) are checked by ``kb_dev.evaluation.load_questions``,
 what ``kb eval`` reads the set with. Also checks that no question is repeated about one document.
 Exit status 1, with each problem listed, if anything fails.
@@ -33,7 +42,7 @@ import unicodedata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fetch import PDFS, sha256  # noqa: E402
+from fetch import PDFS, SCANBENCH, scanbench_file, sha256  # noqa: E402
 from kb.errors import EvalSetError  # noqa: E402
 from kb_dev.corpus import original_of  # noqa: E402
 from kb_dev.evaluation import MAX_PARAPHRASE_OVERLAP, Question, load_questions, overlap  # noqa: E402
@@ -75,6 +84,18 @@ def check_table_cell(n: int, q: Question, text: str, lines: list[str]) -> str | 
             return f"line {n}: table-cell {what} {raw!r} not on {q.doc} p.{q.page}"
     if not any(row in line and answer in line for line in lines):
         return f"line {n}: row {q.row!r} and answer {q.answer_substring!r} are on {q.doc} p.{q.page} but on no one line"
+    return None
+
+
+def check_two_column(n: int, q: Question, truth) -> str | None:
+    """``truth``: the page's ``kb_dev.scanbench.TruthPage``."""
+    if not truth.two_column:
+        return f"line {n}: {q.doc} p.{q.page} is not set in two columns (kb_dev.scanbench's rule)"
+    answer = normalise(q.answer_substring)
+    sides = [side for side in "LR" if answer in normalise("".join(w.text for w in truth.words if w.column == side))]
+    if not sides:
+        return f"line {n}: {q.answer_substring!r} is on {q.doc} p.{q.page} but in neither column alone"
+    print(f"two-column line {n}: {q.doc} p.{q.page}: the {'left' if sides[0] == 'L' else 'right'} column")
     return None
 
 
@@ -122,7 +143,14 @@ def check_cross_page(n: int, q: dict, pages: list[str]) -> str | None:
     return None
 
 
-def verify(docs: Path, questions: Path, corpus: Path = Path(".kb/corpus/born-digital")) -> list[str]:
+def scanbench_documents() -> dict[str, object]:
+    from kb_dev import scanbench
+
+    return {d.file: d for d in scanbench.documents()}
+
+
+def verify(docs: Path, questions: Path, corpus: Path = Path(".kb/corpus/born-digital"),
+           scanbench_cache: Path = Path(".kb/scanbench")) -> list[str]:
     import pymupdf
 
     try:
@@ -134,34 +162,57 @@ def verify(docs: Path, questions: Path, corpus: Path = Path(".kb/corpus/born-dig
     lines = [(n, q, parsed_q) for (n, q), parsed_q in zip(raw, parsed)]
     problems: list[str] = []
     corpus_list = corpus_documents()
-    text_of = {}  # a question's doc -> the file whose text layer it is checked against
+    bench = scanbench_documents() if any(scanbench_file(q.doc) for _, _, q in lines) else {}
+    text_of = {}  # a question's doc -> the document whose text layer it is checked against
     for n, _, q in lines:
+        bench_file = scanbench_file(q.doc)
         original = original_of(q.doc)
-        if original is None:
+        if bench_file is not None:
+            if bench_file not in bench:
+                problems.append(f"line {n}: {q.doc}: {bench_file} is not in include/scanbench/documents.json")
+                continue
+            if q.split == "frozen" and bench[bench_file].split != "frozen":
+                problems.append(f"line {n}: a frozen line about {bench_file}, which the scan benchmark "
+                                f"puts in {bench[bench_file].split}")
+            text_of[q.doc] = SCANBENCH + bench_file
+        elif original is None:
             text_of[q.doc] = q.doc
         elif not corpus_list.get(original, {}).get("scanned_copy"):
             problems.append(f"line {n}: {q.doc} is no image-only copy that documents.json lists")
         else:
             text_of[q.doc] = original
     wanted = set(text_of.values())
-    sources = {name: (docs, digest, "include/eval/fetch.py") for name, (_, digest) in PDFS.items()}
+    # name -> (path, sha256 it must have, what fetches it, the used pages or None for all)
+    sources = {name: (docs / name, digest, "include/eval/fetch.py", None) for name, (_, digest) in PDFS.items()
+               if name in wanted}
     for name, entry in corpus_list.items():
         if name in wanted and name not in sources:
-            sources[name] = (corpus, entry["sha256"], "include/corpus/fetch.py")
-    texts, rows, seen = {}, {}, set()
+            sources[name] = (corpus / name, entry["sha256"], "include/corpus/fetch.py", None)
+    for name in sorted(wanted):
+        if name.startswith(SCANBENCH):
+            doc = bench[name.removeprefix(SCANBENCH)]
+            sources[name] = (scanbench_cache / "originals" / doc.file, doc.sha256, "include/eval/fetch.py", doc)
+    texts, rows, truths, seen = {}, {}, {}, set()
     cells = {(text_of.get(q.doc), q.page) for _, _, q in lines if q.kind == "table-cell"}
-    for name, (folder, digest, fetcher) in sources.items():
-        path = folder / name
+    for name, (path, digest, fetcher, bench_doc) in sources.items():
         if not path.exists():
             problems.append(f"{path}: missing (run {fetcher})")
             continue
         if sha256(path) != digest:
             problems.append(f"{path}: sha256 differs from {'SOURCES.md' if name in PDFS else 'documents.json'}")
-        with pymupdf.open(path) as doc:
-            texts[name] = [normalise(page.get_text()) for page in doc]
+        if bench_doc is None:
+            pdf = pymupdf.open(path)
+        else:
+            from kb_dev import scanbench
+
+            born = scanbench.used_pages(path, bench_doc.pages)
+            pdf = pymupdf.open(stream=born, filetype="pdf")
+            truths[name] = scanbench.truth(born, bench_doc, tables={})
+        with pdf:
+            texts[name] = [normalise(page.get_text()) for page in pdf]
             for (cell_doc, page_no) in cells:
-                if cell_doc == name and 1 <= page_no <= len(doc):
-                    rows[name, page_no] = visual_lines(doc[page_no - 1])
+                if cell_doc == name and 1 <= page_no <= len(pdf):
+                    rows[name, page_no] = visual_lines(pdf[page_no - 1])
     for n, q, parsed_q in lines:
         if (q["doc"], q["question"]) in seen:
             problems.append(f"line {n}: question repeated about {q['doc']}: {q['question']}")
@@ -184,6 +235,13 @@ def verify(docs: Path, questions: Path, corpus: Path = Path(".kb/corpus/born-dig
         elif normalise(q["answer_substring"]) not in pages[q["page"] - 1]:
             where = [i + 1 for i, t in enumerate(pages) if normalise(q["answer_substring"]) in t]
             problems.append(f"line {n}: {q['answer_substring']!r} not on {q['doc']} p.{q['page']} (found on {where[:5]})")
+        elif parsed_q.kind == "two-column":
+            if name not in truths:
+                problems.append(f"line {n}: a two-column line must be about a scan benchmark document (scanbench/...)")
+            else:
+                problem = check_two_column(n, parsed_q, truths[name][q["page"] - 1])
+                if problem:
+                    problems.append(problem)
         if parsed_q.kind == "paraphrase":
             problem = check_paraphrase(n, parsed_q)
             if problem:
@@ -196,9 +254,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=Path, default=Path(".kb/eval-docs"))
     parser.add_argument("--corpus", type=Path, default=Path(".kb/corpus/born-digital"))
+    parser.add_argument("--scanbench-cache", type=Path, default=Path(".kb/scanbench"),
+                        help="where include/eval/fetch.py (or kb bench scans) keeps the scan benchmark's originals")
     parser.add_argument("--questions", type=Path, default=here / "qa.jsonl")
     args = parser.parse_args()
-    problems = verify(args.docs, args.questions, args.corpus)
+    problems = verify(args.docs, args.questions, args.corpus, args.scanbench_cache)
     for p in problems:
         print(p)
     count = sum(1 for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip())

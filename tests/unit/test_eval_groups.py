@@ -156,3 +156,28 @@ def test_the_old_frozen_groups_are_tuning_now_and_keep_their_scanned_twins():
     assert sorted((q.question, q.row, q.answer_substring) for q in born if q.doc in copied) == sorted(
         (q.question, q.row, q.answer_substring) for q in cells if q.scanned)
     assert len([q for q in cells if q.scanned]) == 15
+
+
+def test_the_frozen_split_is_about_the_scan_benchmarks_frozen_documents_scanned_and_born_digital():
+    """Issue 53: a frozen split on documents no rule was chosen on, with answers on scanned
+    two-column pages and in scanned tables, each also asked of the born-digital copy."""
+    from kb_dev.corpus import original_of
+    from kb_dev.scanbench import documents as bench_documents
+
+    questions = load_questions(QA)
+    frozen = [q for q in questions if q.split == "frozen"]
+    frozen_bench = {d.file for d in bench_documents(("frozen",))}
+    assert frozen and all(q.doc.startswith("scanbench/") for q in frozen)
+    originals = {(original_of(q.doc) or q.doc).removeprefix("scanbench/") for q in frozen}
+    # on the scan benchmark's frozen documents, and not on the two read before its split was drawn
+    assert originals <= frozen_bench and not originals & {"jacow-A4.pdf", "aguplus.pdf"}
+    assert not {q.doc for q in questions if q.split == "tuning"} & {q.doc for q in frozen}
+    for group in ("two-column", "table-cell"):
+        scans = [q for q in frozen if q.group == group and q.scanned]
+        born = [q for q in frozen if q.group == group and not q.scanned]
+        assert len(scans) >= 12
+        assert len({original_of(q.doc) for q in scans}) >= (8 if group == "two-column" else 6)
+        # each asked of the born-digital copy too, the same question, page, row and answer
+        assert sorted((original_of(q.doc), q.page, q.question, q.row, q.answer_substring) for q in scans) == sorted(
+            (q.doc, q.page, q.question, q.row, q.answer_substring) for q in born)
+    assert {q.group for q in frozen} == {"two-column", "table-cell"}
