@@ -188,7 +188,7 @@ def scanned_copy(data: bytes, dpi: int = 150, title: str | None = None, *, skew_
     if title:
         out.set_metadata({"title": title, "creator": "kb_dev.samples (scanned)"})
     src.close()
-    return out.tobytes(garbage=3, deflate=True)
+    return out.tobytes(garbage=3, deflate=True, no_new_id=True)  # no random /ID: the same bytes every time
 
 
 def write_scanned_pdf(path: Path, title: str, pages: list[tuple[str, list[str]]], dpi: int = 200) -> None:

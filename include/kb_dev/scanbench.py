@@ -118,7 +118,7 @@ def used_pages(original: Path, pages: tuple[int, ...]) -> bytes:
     out = pymupdf.open()
     for n in pages:
         out.insert_pdf(src, from_page=n - 1, to_page=n - 1)
-    return out.tobytes(garbage=3, deflate=True)
+    return out.tobytes(garbage=3, deflate=True, no_new_id=True)  # no random /ID: the same bytes every time
 
 
 def scanned(doc: BenchDocument, born_digital: bytes, skew: float) -> bytes:

@@ -71,3 +71,12 @@ def test_a_table_block_where_the_original_has_no_table_is_claimed_falsely():
     assert false_tables([page], [claimed]) == 1
     page.tables = [Table((70, 90, 545, 335), ["a", "b"], [["1", "2"]], None)]
     assert false_tables([page], [claimed]) == 0
+
+
+def test_an_image_only_copy_is_the_same_bytes_every_time():
+    """A copy is ingested by its bytes: a copy made again must be the same document, not a new version."""
+    from kb_dev.scanbench import scanned
+
+    born = two_column_page()
+    assert scanned(DOC, born, 1.0) == scanned(DOC, born, 1.0)
+    assert scanned(DOC, born, 1.0) != scanned(DOC, born, 2.0)
