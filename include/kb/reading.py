@@ -82,6 +82,7 @@ class Piece:
     rows: list[Row] = field(default_factory=list)  # a table's other rows
     col_x: list[float] | None = None  # a table's column boundaries, where known
     caption: str | None = None  # a table's caption ("Table 1: ..."), where one stands beside it
+    captioned: bool = False  # a text piece the OCR layout model saw as a caption (block type ``caption``)
 
     @property
     def boxes(self) -> list[Box]:
@@ -414,6 +415,7 @@ _LOOK = 4  # blocks stepped over at a break: footnotes below the paragraph, figu
 _NUMBERED = r"\s*\d+(?:[.\-–]\d+)*(?:\s*[:：.．、]|\s+(?=[A-Z\u4e00-\u9fff])|\s*$)"  # " 3:", " 2-1 Results"
 _TABLE_CAPTION = re.compile(r"^\s*(Table|Tab\.|表)" + _NUMBERED)
 _FLOAT_CAPTION = re.compile(r"^\s*(Table|Tab\.|表|Figure|Fig\.|图)" + _NUMBERED)  # a table's or a figure's
+_FIGURE_CAPTION = re.compile(r"^\s*(Figure|Fig\.|图)", re.IGNORECASE)
 _CAPTION_CHARS = 300
 _CAPTION_REACH = 2  # pieces: a caption may stand apart from its table by a line of notes
 
@@ -514,7 +516,7 @@ def _piece(block: _Block, page: int) -> Piece:
     if block.is_heading:
         return Piece(PieceKind.HEADING, block.text, [Span(0, len(block.text), Box(page, block.bbox))],
                      level=block.level or 2)
-    return Piece(PieceKind.TEXT, block.text, _spans(block, page, 0, len(block.text)))
+    return Piece(PieceKind.TEXT, block.text, _spans(block, page, 0, len(block.text)), captioned=block.type == "caption")
 
 
 def _extend(piece: Piece, block: _Block, page: int) -> None:
@@ -592,7 +594,12 @@ def _is_caption_text(text: str, figures: bool = False) -> bool:
 
 
 def _is_caption(piece: Piece) -> bool:
-    return piece.kind == PieceKind.TEXT and _is_caption_text(piece.text)
+    """A table's caption: "Table 3: ..." and the like, or what the OCR layout model saw as a
+    caption ("TABLE I", a caption without a number), unless it reads as a figure's."""
+    if piece.kind != PieceKind.TEXT:
+        return False
+    return _is_caption_text(piece.text) or (piece.captioned and len(piece.text) <= _CAPTION_CHARS
+                                            and not _FIGURE_CAPTION.match(piece.text))
 
 
 def _caption_beside(pieces: list[Piece], t: int, step: int) -> int | None:

@@ -498,3 +498,23 @@ def test_a_header_and_a_footer_the_layout_model_saw_are_set_aside_on_a_page_of_t
     assert [p.text for p in reading.pieces] == ["The body of the page, read as the one paragraph it is."]
     assert sorted(r.text for r in reading.running) == ["Journal of Examples 12 (2026)",
                                                         "Preprint submitted to Elsevier, 1 December 2026"]
+
+
+def test_a_caption_the_layout_model_saw_captions_the_table_beside_it_unless_it_names_a_figure():
+    """IEEE's "TABLE I" has no number the caption rule knows; the OCR layout model's ``caption``
+    block says what it is. A figure's caption beside a table is not the table's."""
+    from ocr_engine.api.pages import Block
+
+    rows = [["Margin", "A4 paper"], ["Top", "19 mm"], ["Bottom", "37 mm"]]
+
+    def page(caption: str) -> PageResult:
+        return PageResult(page=1, markdown="", backend="ppocr", width=612.0, height=792.0, blocks=[
+            Block("caption", (200, 100, 420, 112), caption),
+            Block("table", (150, 120, 460, 170), "| Margin | A4 paper |", rows=rows, col_x=[150, 300, 460]),
+            Block("text", (72, 200, 540, 240), "A paragraph under the table, long enough to be a paragraph of text."),
+        ])
+
+    table = next(p for p in read_document([page("TABLE I MARGIN SPECIFICATIONS")]).pieces if p.kind == PieceKind.TABLE)
+    assert table.caption == "TABLE I MARGIN SPECIFICATIONS"
+    table = next(p for p in read_document([page("Figure 2: the layout of a page")]).pieces if p.kind == PieceKind.TABLE)
+    assert table.caption is None
