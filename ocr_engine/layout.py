@@ -33,6 +33,11 @@ class Line:
     text: str
     confidence: float
     angle: float = 0.0  # radians: the slope of the text's baseline (y grows downwards), as detected
+    # Where the recogniser put each character of ``text``, and the blank stretches of the line's
+    # image, as shares of the line's length from its start; None where not known. They let a
+    # line the detector drew across a narrow gutter be cut into its columns' lines.
+    chars: list[float] | None = None
+    gaps: list[tuple[float, float]] | None = None
 
     @property
     def height(self) -> float:
@@ -646,6 +651,81 @@ def _overlap(a: Box, b: Box) -> float:
     return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
 
 
+def _cut_line(p: _Placed, at: tuple[float, float], height: float) -> list[_Placed]:
+    """``p`` cut at the blank stretch ``at`` (shares of its length): the line before it and the line
+    after, each with its share of the text, the box and the characters' places; ``[p]`` when
+    the cut would leave one side without text. Each part is ``height`` high at most, about the
+    middle: the box of a line drawn across two columns whose lines are not level holds both
+    (hgbarticle p. 1: 33 points), and a part that high would read as a heading."""
+    ln = p.line
+    chars = ln.chars or []
+    middle = (at[0] + at[1]) / 2
+    k = next((i for i, x in enumerate(chars) if x > middle), len(chars))
+    left, right = ln.text[:k].rstrip(), ln.text[k:].lstrip()
+    if not left or not right:
+        return [p]
+    skip = len(ln.text[k:]) - len(right)
+    out = []
+    for text, (a, b), places in ((left, (0.0, at[0]), chars[:len(left)]), (right, (at[1], 1.0), chars[k + skip:])):
+        def share(v: float, a: float = a, b: float = b) -> float:
+            return (v - a) / max(b - a, 1e-6)
+
+        x0, x1 = ln.bbox[0] + a * (ln.bbox[2] - ln.bbox[0]), ln.bbox[0] + b * (ln.bbox[2] - ln.bbox[0])
+        ux0, ux1 = p.bbox[0] + a * (p.bbox[2] - p.bbox[0]), p.bbox[0] + b * (p.bbox[2] - p.bbox[0])
+        part = Line((x0, ln.bbox[1], x1, ln.bbox[3]), text, ln.confidence, ln.angle,
+                    [share(v) for v in places], [(share(g0), share(g1)) for g0, g1 in ln.gaps or [] if a <= g0 and g1 <= b])
+        mid, half = (p.bbox[1] + p.bbox[3]) / 2, min(p.height, height) / 2
+        out.append(_Placed((ux0, mid - half, ux1, mid + half), part))
+    return out
+
+
+def _cut_at_gutters(placed: list[_Placed], regions: list[Region], median_h: float) -> list[_Placed]:
+    """Lines the detector drew across the gutter between two regions side by side, cut there.
+
+    On a page with a narrow gutter PP-OCR's detector joins a line of the left column and the line
+    level with it in the right one into one box (hgbarticle, flowfram: "The flowfram package is
+    designed to enable you to the key is only available for flow frames"), which no order of
+    lines can undo. A line is cut where it crosses from one region into the next one beside it
+    (however little of it: the right part can be one letter, "use S" in hgbarticle p. 1, or a
+    section's number, "Sus- 3" on its p. 2; both level with it, give or take a line's
+    height: the model may start a column's region a line late), at the blank stretch of its
+    image nearest the middle of the regions' facing edges, within a line's height of them and
+    five points or 0.4 of a line's height wide, whichever is more (a word space is 2 to 4
+    points; gutters 9 or more). Heights are the lower quartile of the page's lines: a line
+    drawn across two columns whose lines are not level has a box as tall as two (hgbarticle p. 1,
+    33 points), and where most lines are drawn so, the median is such a box. The widest stretch
+    would not do: a section number stands a quad from its title ("2  Frame Attributes",
+    flowfram p. 1), wider than that page's gutter."""
+    out: list[_Placed] = []
+    h = statistics.quantiles([p.height for p in placed], n=4)[0] if len(placed) >= 2 else median_h
+    least = max(5.0, 0.4 * h)
+    for p in placed:
+        ln = p.line
+        if not ln.chars or not ln.gaps or len(ln.chars) != len(ln.text):
+            out.append(p)
+            continue
+        mid_y = (p.bbox[1] + p.bbox[3]) / 2
+        beside = sorted((r.bbox for r in regions if r.bbox[1] - h <= mid_y <= r.bbox[3] + h
+                         and min(p.bbox[2], r.bbox[2]) - max(p.bbox[0], r.bbox[0]) >= 1.0), key=lambda b: b[0])
+        length = max(p.bbox[2] - p.bbox[0], 1e-6)
+        cuts = []
+        for a, b in zip(beside, beside[1:]):
+            if a[2] > b[0] + 0.5 * h:  # not side by side
+                continue
+            centre = ((a[2] + b[0]) / 2 - p.bbox[0]) / length
+            lo, hi = (a[2] - h - p.bbox[0]) / length, (b[0] + h - p.bbox[0]) / length
+            found = [g for g in ln.gaps if lo <= (g[0] + g[1]) / 2 <= hi and (g[1] - g[0]) * length >= least]
+            if found:
+                cuts.append(min(found, key=lambda g: abs((g[0] + g[1]) / 2 - centre)))
+        parts = [p]
+        for g in sorted(cuts, reverse=True):  # from the right, so the first part keeps its shares
+            first = parts.pop(0)
+            scale = (first.bbox[2] - first.bbox[0]) / length
+            parts = _cut_line(first, (g[0] / scale, g[1] / scale), h) + parts
+        out.extend(parts)
+    return out
+
+
 def _groups(placed: list[_Placed], regions: list[Region], page_width: float) -> list[_Group]:
     """Each line goes to the region it shares the most with: half of the smaller of the two at
     least (the detector pads a line's box, and a caption's region can be smaller than its
@@ -715,14 +795,16 @@ def _group_span(groups: list[_Group]) -> float:
 
 def _order_groups(groups: list[_Group], page_width: float, height: float) -> list[_Group]:
     """Groups in reading order by XY-cut over their boxes: at the widest empty vertical strip
-    (a fifth of a line's height or more, each box giving up half a line's height at each end:
-    a padded line box reaches a few points into a narrow gutter) that leaves groups a quarter
-    of the page wide on each side (columns, left then right), else at the widest empty
-    horizontal gap (a title or a figure across the columns is a band of its own), and again in
-    each part. Groups that overlap both ways are read top to bottom."""
+    (a fifth of a line's height or more, each box giving up one and a half line heights at
+    each end: a padded line box reaches a few points into a narrow gutter, and a line the
+    detector drew into the next column and no cut undid reaches further, hgbarticle p. 3) that
+    leaves groups a quarter of the page wide on each side (columns, left then right), else at
+    the widest empty horizontal gap (a title or a figure across the columns is a band of its
+    own), and again in each part. Groups that overlap both ways are read by rows, top to
+    bottom and each row left to right."""
     if len(groups) <= 1:
         return groups
-    reach = 0.5 * height
+    reach = 1.5 * height
     spans = [(min(g.bbox[0] + reach, mid), max(g.bbox[2] - reach, mid))
              for g in groups for mid in [(g.bbox[0] + g.bbox[2]) / 2]]
     gaps = _empty_gaps(spans, 0.2 * height)
@@ -738,20 +820,25 @@ def _order_groups(groups: list[_Group], page_width: float, height: float) -> lis
         bottom = [g for g in groups if g.bbox[1] + g.bbox[3] >= a + b]
         if top and bottom:
             return _order_groups(top, page_width, height) + _order_groups(bottom, page_width, height)
-    return sorted(groups, key=lambda g: (g.bbox[1], g.bbox[0]))
+    rows: list[list[_Group]] = []
+    for g in sorted(groups, key=lambda g: (g.bbox[1] + g.bbox[3]) / 2):
+        if rows and (g.bbox[1] + g.bbox[3]) / 2 < max(o.bbox[3] for o in rows[-1]):  # level with the row
+            rows[-1].append(g)
+        else:
+            rows.append([g])
+    return [g for row in rows for g in sorted(row, key=lambda g: g.bbox[0])]
 
 
 _BAND = 0.12  # a running header or footer stands in the top or bottom 12 % of the page
 
 
-def _prose(lines: list[_Placed], width: float) -> bool:
-    """Lines that read as running text: three or more, most of them long and filling the
-    region's width. The model labels a column of text ``figure`` now and then; a figure's own
-    words (axis labels, a diagram's boxes) are short."""
-    if len(lines) < 3:
-        return False
-    full = [p for p in lines if p.bbox[2] - p.bbox[0] >= 0.6 * width and len(p.line.text) >= 20]
-    return 2 * len(full) >= len(lines)
+def _prose(lines: list[_Placed]) -> bool:
+    """Lines that read as running text: three sentences' lines or more (25 characters and four
+    words or more), a third of the lines at least. The model labels a column of text, or a
+    whole page of two columns with a table of contents (ltnews35 p. 1: 59 of its 122 lines),
+    ``figure`` now and then; a figure's own words (axis labels, a diagram's boxes) are short."""
+    long = [p for p in lines if len(p.line.text) >= 25 and len(p.line.text.split()) >= 4]
+    return len(long) >= 3 and 3 * len(long) >= len(lines)
 
 
 def _title(lines: list[_Placed]) -> bool:
@@ -780,7 +867,7 @@ def _section(group: _Group, page_width: float, page_height: float, median_h: flo
         return _Section(None, [_rows(lines)], tables=True)
     if label in (RegionLabel.HEADER, RegionLabel.FOOTER) and (middle < _BAND or middle > 1 - _BAND):
         return _Section(label.value, [_rows(lines)])
-    if label == RegionLabel.FIGURE and not _prose(lines, width):
+    if label == RegionLabel.FIGURE and not _prose(lines):
         return _Section("figure", [_rows(lines)])
     if label in (RegionLabel.FIGURE_CAPTION, RegionLabel.TABLE_CAPTION):
         return _Section("caption", [_rows(lines)])
@@ -869,6 +956,7 @@ def to_blocks(lines: list[Line], page_width: float, regions: list[Region] | None
     if regions and page_height:
         placed = _upright(lines, (page_width / 2, page_height / 2))
         median_h = statistics.median(p.height for p in placed)
+        placed = _cut_at_gutters(placed, regions, median_h)
         sections = _region_sections(placed, regions, page_width, page_height, median_h)
     else:
         placed = _upright(lines)

@@ -21,7 +21,7 @@ _CLOSING = set(".,;:!?)]}'\"’”/")
 _OPENING = set("([{‘“/")
 
 
-def _ink_gaps(crop: np.ndarray) -> tuple[list[tuple[int, int]], int]:
+def ink_gaps(crop: np.ndarray) -> tuple[list[tuple[int, int]], int]:
     """The blank column runs between a line image's first and last ink, and its x-height.
 
     Ink is Otsu's threshold of the grey crop, less components of one or two pixels: the scans'
@@ -63,6 +63,20 @@ def _word_gap(a: str, b: str, x_height: int, median_gap: float) -> float:
     return max(share * x_height, 2 * median_gap)
 
 
+def spaced_positions(text: str, spaced: str, xs: list[float]) -> list[float]:
+    """Each character's x of ``spaced`` (``text`` with spaces put back by ``restore_spaces``): a
+    character's own, a space put back the middle of its neighbours'."""
+    out: list[float] = []
+    j = 0
+    for ch in spaced:
+        if j < len(text) and ch == text[j]:
+            out.append(xs[j])
+            j += 1
+        else:
+            out.append((xs[j - 1] + xs[j]) / 2 if 0 < j < len(xs) else xs[min(j, len(xs) - 1)])
+    return out
+
+
 def restore_spaces(crop: np.ndarray, text: str, xs: list[float]) -> str:
     """``text`` with a space put back wherever its line image ``crop`` has a gap as wide as a
     word space between two Latin characters the recogniser wrote together.
@@ -77,7 +91,7 @@ def restore_spaces(crop: np.ndarray, text: str, xs: list[float]) -> str:
     pages this took CER with spaces from 0.093 to 0.079."""
     if len(xs) != len(text) or not any(ch.isascii() and ch.isalnum() for ch in text):
         return text
-    gaps, x_height = _ink_gaps(crop)
+    gaps, x_height = ink_gaps(crop)
     if not gaps:
         return text
     median_gap = float(np.median([g1 - g0 for g0, g1 in gaps]))
@@ -88,7 +102,7 @@ def restore_spaces(crop: np.ndarray, text: str, xs: list[float]) -> str:
             continue
         middle = (g0 + g1) / 2
         k = bisect.bisect_left(xs, middle)  # the gap lies between text[k - 1] and text[k]
-        # A full stop or comma of one or two pixels is no ink here (see _ink_gaps), so the gap
+        # A full stop or comma of one or two pixels is no ink here (see ink_gaps), so the gap
         # after "data." runs from the "a" and can hold the stop: the space goes after it.
         while k < len(text) and text[k] in _CLOSING and xs[k] <= g1:
             k += 1

@@ -164,6 +164,11 @@ class TruthPage:
         sides = list(lines.values())
         return sides.count("L") >= 12 and sides.count("R") >= 12 and sides.count("S") < 0.3 * len(sides)
 
+    def in_table(self, word: Word) -> bool:
+        """Whether the word's middle stands inside one of the page's tables."""
+        x, y = (word.bbox[0] + word.bbox[2]) / 2, (word.bbox[1] + word.bbox[3]) / 2
+        return any(t.bbox[0] <= x <= t.bbox[2] and t.bbox[1] <= y <= t.bbox[3] for t in self.tables)
+
     @property
     def kind(self) -> str:
         return "two-column" if self.two_column else "tables" if self.tables else "other"

@@ -21,7 +21,7 @@ from ocr_engine.layout import Line, page_skew, to_blocks
 from ocr_engine.regions import Region, RegionFinder
 from ocr_engine.render import RenderedPage
 from ocr_engine.api.pages import PageResult, PageStatus, count_chars
-from ocr_engine.spacing import restore_spaces
+from ocr_engine.spacing import ink_gaps, restore_spaces, spaced_positions
 
 NAME = BackendName.PPOCR.value
 REC_BATCH = 2  # lines per recogniser call (see _engine; bench/ppocr_rec_batch.py)
@@ -35,6 +35,20 @@ def _char_positions(text: str, word_info: list, crop_width: int) -> list[float]:
     if len(flat) != len(text) or not columns:
         return []
     return [(c + 0.5) * crop_width / columns for c in flat]
+
+
+def _places(text: str, spaced: str, xs: list[float], crop: np.ndarray
+            ) -> tuple[list[float] | None, list[tuple[float, float]] | None]:
+    """Where each character of the stripped ``spaced`` line stands, and the blank stretches of its
+    image, as shares of the crop's width (``Line.chars``, ``Line.gaps``)."""
+    width = crop.shape[1]
+    if len(xs) != len(text) or not width:
+        return None, None
+    places = spaced_positions(text, spaced, xs)
+    lead = len(spaced) - len(spaced.lstrip())
+    kept = places[lead:lead + len(spaced.strip())]
+    gaps, _ = ink_gaps(crop)
+    return [x / width for x in kept], [(a / width, b / width) for a, b in gaps]
 
 
 class PPOCRBackend(Backend):
@@ -96,12 +110,13 @@ class PPOCRBackend(Backend):
         for quad, crop, (text, score, xs) in zip(quads, crops, self.read_crops(crops)):
             if score < engine.text_score or not text.strip():
                 continue
-            text = restore_spaces(crop, text, xs).strip()
+            spaced = restore_spaces(crop, text, xs)
             top, bottom = quad[1] - quad[0], quad[2] - quad[3]
             angle = math.atan2(top[1] + bottom[1], top[0] + bottom[0])
             x0, y0 = quad.min(axis=0) / zoom
             x1, y1 = quad.max(axis=0) / zoom
-            lines.append(Line((float(x0), float(y0), float(x1), float(y1)), text, score, angle))
+            lines.append(Line((float(x0), float(y0), float(x1), float(y1)), spaced.strip(), score, angle,
+                              *_places(text, spaced, xs, crop)))
         return lines
 
     def find_regions(self, rendered: RenderedPage, lines: list[Line]) -> list[Region] | None:

@@ -98,3 +98,33 @@ def test_a_title_region_is_a_heading_with_its_section_number_as_its_level():
     blocks, md = to_blocks([title] + body, W, [region(70, 99, 262, 114, RegionLabel.TITLE), region(70, 118, 542, 165)], H)
     assert blocks[0].type == "heading" and blocks[0].level == 3
     assert md.startswith("### 2.3 Results of the survey")
+
+
+def merged(y: float, left: str, right: str, gutter: tuple[float, float] = (296.0, 316.0)) -> Line:
+    """One detected line across the gutter: the left column's line and the right one's level with
+    it, with each character's place and the blank stretches as the recogniser and the ink give them."""
+    x0, x1 = 72.0, 540.0
+    length = x1 - x0
+    text = f"{left} {right}"
+    places = [72 + (gutter[0] - 72) * i / len(left) for i in range(len(left))] + [(gutter[0] + gutter[1]) / 2]
+    places += [gutter[1] + (540 - gutter[1]) * i / len(right) for i in range(len(right))]
+    gaps = [((gutter[0] - x0) / length, (gutter[1] - x0) / length)]
+    gaps += [((p - x0) / length + 0.001, (p - x0) / length + 0.006) for p, ch in zip(places, text) if ch == " "]
+    return Line((x0, y, x1, y + 11), text, 0.9, 0.0, [(p - x0) / length for p in places], gaps)
+
+
+def test_a_line_drawn_across_a_narrow_gutter_is_cut_into_its_columns_lines():
+    lines = [merged(100 + 14 * i, f"left column words of line {i}", f"right column words of line {i}") for i in range(8)]
+    regions = [region(70, 98, 294, 212), region(318, 98, 542, 212)]
+    blocks, _ = to_blocks(lines, W, regions, H)
+    assert [b.type for b in blocks] == ["text", "text"]
+    assert blocks[0].text == " ".join(f"left column words of line {i}" for i in range(8))
+    assert blocks[1].text == " ".join(f"right column words of line {i}" for i in range(8))
+    assert blocks[0].bbox[2] < 300 < blocks[1].bbox[0]
+
+
+def test_a_line_across_the_whole_page_is_not_cut_where_no_regions_stand_side_by_side():
+    lines = [merged(100, "a title that runs the width of the page", "and goes on past its middle")]
+    lines += [line(72, 130 + 14 * i, 540, f"one column of text, line {i}") for i in range(3)]
+    blocks, _ = to_blocks(lines, W, [region(70, 98, 542, 113, RegionLabel.TITLE), region(70, 128, 542, 172)], H)
+    assert blocks[0].text == "a title that runs the width of the page and goes on past its middle"

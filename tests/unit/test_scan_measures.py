@@ -80,3 +80,11 @@ def test_an_image_only_copy_is_the_same_bytes_every_time():
     born = two_column_page()
     assert scanned(DOC, born, 1.0) == scanned(DOC, born, 1.0)
     assert scanned(DOC, born, 1.0) != scanned(DOC, born, 2.0)
+
+
+def test_a_tables_cells_side_by_side_are_not_columns_mixed():
+    page = truth(two_column_page(), DOC, {})[0]
+    page.tables = [Table((60, 90, 560, 130), ["h"], [["r"]], None)]  # over the first two rows of both columns
+    columns = {1: token_columns(page)}
+    assert "alpha0" not in columns[1] and "echo1" not in columns[1] and columns[1]["alpha5"] == "L"
+    assert mixed(" ".join(f"{a} {b}" for a, b in zip(LEFT[:2], RIGHT[:2])), [1], columns) is None
