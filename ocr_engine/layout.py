@@ -370,6 +370,7 @@ class _Table:
 
     rows: list[list[_Placed]]  # each row's cells, left to right
     spans: list[tuple[float, float]]  # each column's x extent, in the upright frame
+    two_line_headers: bool = False  # read a header set on two lines as one row (``_header_rows``)
 
     @cached_property
     def _grid(self) -> tuple[list[list[str]], list[float]]:
@@ -392,6 +393,9 @@ class _Table:
             else:
                 out.append(cells)
                 tops.append(min(ln.line.bbox[1] for ln in row))
+        if self.two_line_headers and _header_rows(out) == 2:
+            out[:2] = [[_join(a, b) if b else a for a, b in zip(out[0], out[1])]]
+            del tops[1]
         return out, tops
 
     @property
@@ -412,6 +416,25 @@ class _Table:
         row_y = [bbox[1]] + [(tops[i] + tops[i + 1]) / 2 for i in range(len(tops) - 1)] + [bbox[3]]
         confidence = round(sum(ln.confidence for ln in lines) / len(lines), 4)
         return table_block(rows, bbox, col_x, row_y if len(row_y) == len(rows) + 1 else None, confidence)
+
+
+_NUMBER = re.compile(r"[^\W\d_]")  # a letter (CJK included): a cell without one, with a digit, is a number
+
+
+def _numeric(cell: str) -> bool:
+    return any(ch.isdigit() for ch in cell) and not _NUMBER.search(cell)
+
+
+def _header_rows(rows: list[list[str]]) -> int:
+    """2 where the table's header is set on two lines ("正常运行 / 时间(s)", "First Half / 1st Qtr"):
+    its first two rows hold words and no number, and the rows under them numbers (half of them
+    a number in some cell, two rows or more); else 1. Read as one row, every slice of the table
+    that a chunk holds is led by the whole header (texproposal p. 19: the units' line was read
+    as the first body row, and 18 of its 19 slices lacked it)."""
+    body = rows[2:]
+    if len(body) < 2 or any(_numeric(c) for c in rows[0] + rows[1]) or not any(rows[1]):
+        return 1
+    return 2 if 2 * sum(1 for r in body if any(_numeric(c) for c in r)) >= len(body) else 1
 
 
 def _column_spans(rows: list[list[_Placed]]) -> list[tuple[float, float]]:
@@ -482,7 +505,7 @@ def _stretch_end(rows: list[list[_Placed]], first: int, through: bool) -> int:
     return end
 
 
-def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
+def _table_in(rows: list[list[_Placed]], two_line_headers: bool = False) -> tuple[int, int, _Table] | None:
     """The longest stretch of ``rows`` (first, end) that is a table: rows of two cells or more
     whose cells line up in two columns or more, with the one-cell rows inside it that continue
     a cell of the row above (wrapped cell text, right of the first column)."""
@@ -499,7 +522,7 @@ def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
             spans = _column_spans(rows[i:end])
         if (end - i >= MIN_TABLE_ROWS and len(spans) >= 2 and not _list_markers(rows[i:end])
                 and (best is None or end - i > best[1] - best[0])):
-            table = _Table(rows[i:end], spans)
+            table = _Table(rows[i:end], spans, two_line_headers)
             cells = table.cells
             # Row names in most rows: a column of a letter here and there (the binding
             # margin's vertical "密封线", exam-zh's scan) beside text is not a table.
@@ -509,17 +532,17 @@ def _table_in(rows: list[list[_Placed]]) -> tuple[int, int, _Table] | None:
     return best
 
 
-def _items(run: list[_Placed]) -> list[_Placed | _Table]:
+def _items(run: list[_Placed], two_line_headers: bool = False) -> list[_Placed | _Table]:
     """A run's lines in order, with each stretch of them that is a table as one item: the
     longest first, then those above and below it (a gallery's page holds several, with a
     heading and code between them)."""
     rows = _row_groups(run)
-    found = _table_in(rows)
+    found = _table_in(rows, two_line_headers)
     if found is None:
         return list(run)
     first, end, table = found
     above, below = ([ln for row in part for ln in row] for part in (rows[:first], rows[end:]))
-    return _items(above) + [table] + _items(below)
+    return _items(above, two_line_headers) + [table] + _items(below, two_line_headers)
 
 
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(?:\.\d{1,2}){0,2}$")  # "2", "2.6", "5.1.2" alone in its box
@@ -726,10 +749,15 @@ def _cut_at_gutters(placed: list[_Placed], regions: list[Region], median_h: floa
     return out
 
 
+_RANK = {RegionLabel.TABLE: 2, RegionLabel.FIGURE: 0}  # the others 1
+
+
 def _groups(placed: list[_Placed], regions: list[Region], page_width: float) -> list[_Group]:
     """Each line goes to the region it shares the most with: half of the smaller of the two at
     least (the detector pads a line's box, and a caption's region can be smaller than its
-    line's box); of two that share as much, to the smaller (an equation inside a text region).
+    line's box); of two that share as much (to a tenth), to a table before a figure (the model
+    finds some tables twice, as both, pscl p. 1), then to the smaller (an equation inside a
+    text region).
     A region's lines are one group (its box the union of theirs); each line that no region
     holds is a group of its own. The model's errors are then undone where the lines show them:
     groups that overlap are one (two regions found for one paragraph), and a group whose lines
@@ -737,11 +765,12 @@ def _groups(placed: list[_Placed], regions: list[Region], page_width: float) -> 
     held: dict[int, list[_Placed]] = {}
     free: list[_Placed] = []
     for p in placed:
-        best: tuple[tuple[float, float], int] | None = None
+        best: tuple[tuple[float, int, float], int] | None = None
         for i, r in enumerate(regions):
             share = _overlap(p.bbox, r.bbox) / max(min(_area(p.bbox), _area(r.bbox)), 1e-6)
-            if share >= 0.5 and (best is None or (share, -_area(r.bbox)) > best[0]):
-                best = ((share, -_area(r.bbox)), i)
+            key = (round(share, 1), _RANK.get(r.label, 1), -_area(r.bbox))
+            if share >= 0.5 and (best is None or key > best[0]):
+                best = (key, i)
         if best is None:
             free.append(p)
         else:
@@ -750,8 +779,17 @@ def _groups(placed: list[_Placed], regions: list[Region], page_width: float) -> 
     return [part for g in groups for part in _side_by_side(g, page_width)] + [_Group(None, [p]) for p in free]
 
 
+def _merged_label(a: _Group, b: _Group) -> RegionLabel | None:
+    """The label of two groups found for one thing (``a`` the larger): a table where either says
+    table (the model often finds a table twice, as a table and as a figure: pscl p. 2), else
+    the one that is not a figure, else the larger's."""
+    if RegionLabel.TABLE in (a.label, b.label):
+        return RegionLabel.TABLE
+    return b.label if a.label == RegionLabel.FIGURE else a.label
+
+
 def _merged(groups: list[_Group]) -> list[_Group]:
-    """Groups whose boxes share half of the smaller one's area, as one group with the larger's label."""
+    """Groups whose boxes share half of the smaller one's area, as one group (``_merged_label``)."""
     groups = sorted(groups, key=lambda g: -_area(g.bbox))
     merged = True
     while merged:
@@ -760,7 +798,7 @@ def _merged(groups: list[_Group]) -> list[_Group]:
             for j in range(i + 1, len(groups)):
                 b = groups[j]
                 if _overlap(a.bbox, b.bbox) >= 0.5 * max(min(_area(a.bbox), _area(b.bbox)), 1e-6):
-                    groups[i] = _Group(a.label, a.lines + b.lines)
+                    groups[i] = _Group(_merged_label(a, b), a.lines + b.lines)
                     del groups[j]
                     merged = True
                     break
@@ -841,6 +879,15 @@ def _prose(lines: list[_Placed]) -> bool:
     return len(long) >= 3 and 3 * len(long) >= len(lines)
 
 
+def _mostly_table(lines: list[_Placed]) -> bool:
+    """Whether rows of aligned cells (``_items``) hold six in ten of these lines or more. The
+    model labels half the tables of R vignettes ``figure`` (survival, lme4: a table without
+    vertical rules is a picture to it); a plot's tick labels seldom stand in such rows."""
+    tabled = sum(len(item.rows) and sum(len(row) for row in item.rows)
+                 for item in _items(_rows(lines)) if isinstance(item, _Table))
+    return tabled >= 0.6 * len(lines)
+
+
 def _title(lines: list[_Placed]) -> bool:
     """A title region's lines read as a title: one to three lines of words, no sentence or code
     inside, 150 characters at most."""
@@ -857,6 +904,7 @@ class _Section:
     kind: str | None
     runs: list[list[_Placed]]
     tables: bool = False
+    two_line_headers: bool = False  # tables in a region the model found: see ``_header_rows``
 
 
 def _section(group: _Group, page_width: float, page_height: float, median_h: float) -> _Section:
@@ -864,10 +912,12 @@ def _section(group: _Group, page_width: float, page_height: float, median_h: flo
     width = group.bbox[2] - group.bbox[0]
     middle = (group.bbox[1] + group.bbox[3]) / 2 / page_height
     if label == RegionLabel.TABLE:
-        return _Section(None, [_rows(lines)], tables=True)
+        return _Section(None, [_rows(lines)], tables=True, two_line_headers=True)
     if label in (RegionLabel.HEADER, RegionLabel.FOOTER) and (middle < _BAND or middle > 1 - _BAND):
         return _Section(label.value, [_rows(lines)])
     if label == RegionLabel.FIGURE and not _prose(lines):
+        if _mostly_table(lines):  # the model and the geometry agree it is no text: a table
+            return _Section(None, [_rows(lines)], tables=True, two_line_headers=True)
         return _Section("figure", [_rows(lines)])
     if label in (RegionLabel.FIGURE_CAPTION, RegionLabel.TABLE_CAPTION):
         return _Section("caption", [_rows(lines)])
@@ -906,7 +956,7 @@ def _section_blocks(section: _Section, median_h: float) -> tuple[list[Block], li
     confidences: list[list[float]] = []
     prev: _Placed | None = None
     for run in section.runs:
-        items: list[_Placed | _Table] = _items(run) if section.tables else list(run)
+        items: list[_Placed | _Table] = _items(run, section.two_line_headers) if section.tables else list(run)
         k = 0
         while k < len(items):
             p = items[k]

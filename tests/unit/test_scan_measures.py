@@ -88,3 +88,10 @@ def test_a_tables_cells_side_by_side_are_not_columns_mixed():
     columns = {1: token_columns(page)}
     assert "alpha0" not in columns[1] and "echo1" not in columns[1] and columns[1]["alpha5"] == "L"
     assert mixed(" ".join(f"{a} {b}" for a, b in zip(LEFT[:2], RIGHT[:2])), [1], columns) is None
+
+
+def test_a_table_printed_without_a_header_row_counts_for_rows_not_for_headers():
+    page = truth(two_column_page(), DOC, {})[0]
+    page.tables = [Table((72, 300, 540, 400), [], [["P-100", "40 l/s", "6 bar"], ["P-200", "55 l/s", "8 bar"]], None)]
+    count = tables([page], [{"text": "| P-100 | 40 l/s | 6 bar |\n| P-200 | 55 l/s | 8 bar |", "pages": [1]}])
+    assert (count.rows, count.rows_found, count.row_chunks, count.with_header) == (2, 2, 0, 0)

@@ -27,7 +27,7 @@ reader of this project:
   one change, and fine.
 - ``rows_found``: of the tables' body rows (their cells' text, eight characters or more), those
   some chunk holds whole (fuzzy, 90); ``header_kept``: of the chunks that hold a body row of a
-  table, those that hold its header row too (fuzzy, 85).
+  table printed with a header row, those that hold its header row too (fuzzy, 85).
 - ``false_tables``: table blocks the reading claims where the original has no table (no
   hand-checked table under them), per 20 pages.
 - ``cer``: the reading's text against the original's words in content order, word spaces
@@ -152,10 +152,12 @@ def tables(truth: list[TruthPage], chunks: list[dict[str, Any]]) -> TableCount:
             count.rows += len(rows)
             found = [[fuzz.partial_ratio(r, text) >= 90 for text in holding] for r in rows]
             count.rows_found += sum(1 for hits in found if any(hits))
+            if not header:  # a table printed without a header row has none to keep
+                continue
             for k, text in enumerate(holding):
                 if any(hits[k] for hits in found):
                     count.row_chunks += 1
-                    count.with_header += bool(header) and fuzz.partial_ratio(header, text) >= 85
+                    count.with_header += fuzz.partial_ratio(header, text) >= 85
     return count
 
 
