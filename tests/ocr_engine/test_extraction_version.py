@@ -25,7 +25,7 @@ from tests.pdfs import guide_pdf
 DIGESTS = {
     "1": "dd2c8a85f8115fb9525bef6dc7edab2a65595b1a9d463f0f2327af8c04acb09d",  # over the pages without regions
     # 2: OCR pages read by a layout model's regions (ocr_engine.regions), the pages above read with them too
-    "2": "ce48359b46ae22d9e921f9af783d959fa3c6d6e0eeffef445ccc44e15f7aba86",
+    "2": "53e187ba847bc1ff65cb28bb38d4a2fc6076fdea1f0c2ba81cbf5ad8e3974580",
 }
 WHAT = ("page", "markdown", "blocks", "status", "chars", "width", "height")
 

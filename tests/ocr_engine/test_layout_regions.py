@@ -128,3 +128,31 @@ def test_a_line_across_the_whole_page_is_not_cut_where_no_regions_stand_side_by_
     lines += [line(72, 130 + 14 * i, 540, f"one column of text, line {i}") for i in range(3)]
     blocks, _ = to_blocks(lines, W, [region(70, 98, 542, 113, RegionLabel.TITLE), region(70, 128, 542, 172)], H)
     assert blocks[0].text == "a title that runs the width of the page and goes on past its middle"
+
+
+def units_table(top: float = 200.0) -> list[Line]:
+    """A table whose header is set on two lines (names, then units) over rows of numbers."""
+    xs = [(100, 170), (220, 300), (350, 430)]
+    out = [line(a, top, b, t) for (a, b), t in zip(xs, ["Program", "Run time", "Sync time"])]
+    out += [line(a, top + 13, b, t) for (a, b), t in zip(xs[1:], ["seconds", "seconds"])]
+    for i in range(4):
+        out += [line(a, top + 30 + 14 * i, b, t) for (a, b), t in zip(xs, [f"LU.{i}", f"{2116 + i}.54", f"0.00{i}"])]
+    return out
+
+
+def test_a_header_on_two_lines_over_numbers_is_one_header_row_in_a_table_region():
+    blocks, _ = to_blocks(units_table(), W, [region(95, 198, 435, 290, RegionLabel.TABLE)], H)
+    assert [b.type for b in blocks] == ["table"]
+    assert blocks[0].rows[0] == ["Program", "Run time seconds", "Sync time seconds"]
+    assert blocks[0].rows[1] == ["LU.0", "2116.54", "0.000"] and len(blocks[0].rows) == 5
+
+
+def test_a_table_the_model_calls_a_figure_is_read_as_a_table_and_a_plot_stays_a_figure():
+    blocks, _ = to_blocks(units_table(), W, [region(95, 198, 435, 290, RegionLabel.FIGURE)], H)
+    assert [b.type for b in blocks] == ["table"]
+    blocks, _ = to_blocks(units_table(), W, [region(95, 198, 435, 290, RegionLabel.FIGURE),
+                                             region(94, 197, 436, 291, RegionLabel.TABLE)], H)
+    assert [b.type for b in blocks] == ["table"]
+    ticks = [line(100 + 80 * i, 500, 120 + 80 * i, str(i * 200)) for i in range(5)] + [line(250, 520, 330, "n/samples")]
+    blocks, _ = to_blocks(ticks, W, [region(95, 495, 450, 535, RegionLabel.FIGURE)], H)
+    assert [b.type for b in blocks] == ["figure"]
