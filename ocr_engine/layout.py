@@ -505,10 +505,12 @@ def _stretch_end(rows: list[list[_Placed]], first: int, through: bool) -> int:
     return end
 
 
-def _table_in(rows: list[list[_Placed]], two_line_headers: bool = False) -> tuple[int, int, _Table] | None:
+def _table_in(rows: list[list[_Placed]], in_region: bool = False) -> tuple[int, int, _Table] | None:
     """The longest stretch of ``rows`` (first, end) that is a table: rows of two cells or more
     whose cells line up in two columns or more, with the one-cell rows inside it that continue
-    a cell of the row above (wrapped cell text, right of the first column)."""
+    a cell of the row above (wrapped cell text, right of the first column). ``in_region``: the
+    rows stand in a region a layout model found for a table; its header may be set on two lines
+    (``_Table.two_line_headers``), and a stretch that reads as text is none (``_text_cells``)."""
     best: tuple[int, int, _Table] | None = None
     i = 0
     while i < len(rows):
@@ -522,27 +524,41 @@ def _table_in(rows: list[list[_Placed]], two_line_headers: bool = False) -> tupl
             spans = _column_spans(rows[i:end])
         if (end - i >= MIN_TABLE_ROWS and len(spans) >= 2 and not _list_markers(rows[i:end])
                 and (best is None or end - i > best[1] - best[0])):
-            table = _Table(rows[i:end], spans, two_line_headers)
+            table = _Table(rows[i:end], spans, in_region)
             cells = table.cells
             # Row names in most rows: a column of a letter here and there (the binding
             # margin's vertical "密封线", exam-zh's scan) beside text is not a table.
-            if len(cells) >= MIN_TABLE_ROWS and 2 * sum(1 for r in cells if r[0]) >= len(cells):
+            if (len(cells) >= MIN_TABLE_ROWS and 2 * sum(1 for r in cells if r[0]) >= len(cells)
+                    and not (in_region and _text_cells(cells))):
                 best = (i, end, table)
         i = end
     return best
 
 
-def _items(run: list[_Placed], two_line_headers: bool = False) -> list[_Placed | _Table]:
+def _text_cells(cells: list[list[str]]) -> bool:
+    """Cells that are text set side by side, not a table's: every column's filled cells mostly
+    sentences' lines (an exam's two columns of questions inside the region the model drew
+    around its whole body, hfutexam p. 3), or most rows' first cells an item's or a section's
+    number and its text (a list set in columns, a table of contents: hvfloat p. 4). A column of
+    descriptions beside a column of names is a table (pscl p. 4)."""
+    columns = [[row[k] for row in cells if k < len(row) and row[k]] for k in range(max(map(len, cells)))]
+    if all(col and 2 * sum(1 for c in col if _sentence_line(c)) >= len(col) for col in columns):
+        return True
+    firsts = [c for row in cells for c in row[:1] if c]
+    return bool(firsts) and 5 * sum(1 for c in firsts if _LIST_ITEM.match(c)) >= 3 * len(firsts)
+
+
+def _items(run: list[_Placed], in_region: bool = False) -> list[_Placed | _Table]:
     """A run's lines in order, with each stretch of them that is a table as one item: the
     longest first, then those above and below it (a gallery's page holds several, with a
     heading and code between them)."""
     rows = _row_groups(run)
-    found = _table_in(rows, two_line_headers)
+    found = _table_in(rows, in_region)
     if found is None:
         return list(run)
     first, end, table = found
     above, below = ([ln for row in part for ln in row] for part in (rows[:first], rows[end:]))
-    return _items(above, two_line_headers) + [table] + _items(below, two_line_headers)
+    return _items(above, in_region) + [table] + _items(below, in_region)
 
 
 _SECTION_NUMBER = re.compile(r"^\d{1,2}(?:\.\d{1,2}){0,2}$")  # "2", "2.6", "5.1.2" alone in its box
@@ -875,8 +891,32 @@ def _prose(lines: list[_Placed]) -> bool:
     words or more), a third of the lines at least. The model labels a column of text, or a
     whole page of two columns with a table of contents (ltnews35 p. 1: 59 of its 122 lines),
     ``figure`` now and then; a figure's own words (axis labels, a diagram's boxes) are short."""
-    long = [p for p in lines if len(p.line.text) >= 25 and len(p.line.text.split()) >= 4]
-    return len(long) >= 3 and 3 * len(long) >= len(lines)
+    return len(long := [p for p in lines if _sentence_line(p.line.text)]) >= 3 and 3 * len(long) >= len(lines)
+
+
+def _sentence_line(text: str) -> bool:
+    """A line of running text: 25 characters and four words, or twelve Chinese characters."""
+    return len(text) >= 25 and len(text.split()) >= 4 or sum(1 for ch in text if is_cjk(ch)) >= 12
+
+
+# an item's number or bullet and its text ("1. Fourscore", "5.3 Example for list", "1.当x→"); not a
+# number alone ("1.5" is a cell)
+_LIST_ITEM = re.compile(r"^\s*(\(?\d{1,3}[.)．、]\s*[^\W\d_]|\d{1,3}(?:\.\d{1,3})+\s+[^\W\d_]|[•·∙▪◦*–-]\s*\S)")
+
+
+def _not_a_table(lines: list[_Placed], page_width: float, median_h: float) -> bool:
+    """What the model calls a table (or a figure whose lines stand in rows) that is text: columns
+    of running text side by side (an exam's two columns of questions, hfutexam), or a list set
+    in columns ("1. Fourscore | 5. brought forth", tubguide p. 3) or a table of contents: six
+    lines in ten start with an item's or a section's number, or a bullet."""
+    if 5 * sum(1 for p in lines if _LIST_ITEM.match(p.line.text)) >= 3 * len(lines):
+        return True
+    cut = _vertical_cut(lines, page_width, 0.5 * median_h, median_h)
+    if cut is None:
+        return False
+    mid = (min(p.bbox[0] for p in lines) + max(p.bbox[2] for p in lines)) / 2
+    sides = ([p for p in lines if p.bbox[2] <= mid + median_h], [p for p in lines if p.bbox[0] >= mid - median_h])
+    return all(_prose(side) for side in sides)
 
 
 def _mostly_table(lines: list[_Placed]) -> bool:
@@ -904,20 +944,20 @@ class _Section:
     kind: str | None
     runs: list[list[_Placed]]
     tables: bool = False
-    two_line_headers: bool = False  # tables in a region the model found: see ``_header_rows``
+    in_region: bool = False  # tables in a region the model found for one (``_table_in``)
 
 
 def _section(group: _Group, page_width: float, page_height: float, median_h: float) -> _Section:
     label, lines = group.label, group.lines
     width = group.bbox[2] - group.bbox[0]
     middle = (group.bbox[1] + group.bbox[3]) / 2 / page_height
-    if label == RegionLabel.TABLE:
-        return _Section(None, [_rows(lines)], tables=True, two_line_headers=True)
+    if label == RegionLabel.TABLE and not _not_a_table(lines, page_width, median_h):
+        return _Section(None, [_rows(lines)], tables=True, in_region=True)
     if label in (RegionLabel.HEADER, RegionLabel.FOOTER) and (middle < _BAND or middle > 1 - _BAND):
         return _Section(label.value, [_rows(lines)])
     if label == RegionLabel.FIGURE and not _prose(lines):
-        if _mostly_table(lines):  # the model and the geometry agree it is no text: a table
-            return _Section(None, [_rows(lines)], tables=True, two_line_headers=True)
+        if _mostly_table(lines) and not _not_a_table(lines, page_width, median_h):  # model and geometry agree
+            return _Section(None, [_rows(lines)], tables=True, in_region=True)
         return _Section("figure", [_rows(lines)])
     if label in (RegionLabel.FIGURE_CAPTION, RegionLabel.TABLE_CAPTION):
         return _Section("caption", [_rows(lines)])
@@ -956,7 +996,7 @@ def _section_blocks(section: _Section, median_h: float) -> tuple[list[Block], li
     confidences: list[list[float]] = []
     prev: _Placed | None = None
     for run in section.runs:
-        items: list[_Placed | _Table] = _items(run, section.two_line_headers) if section.tables else list(run)
+        items: list[_Placed | _Table] = _items(run, section.in_region) if section.tables else list(run)
         k = 0
         while k < len(items):
             p = items[k]

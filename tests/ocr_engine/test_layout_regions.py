@@ -156,3 +156,18 @@ def test_a_table_the_model_calls_a_figure_is_read_as_a_table_and_a_plot_stays_a_
     ticks = [line(100 + 80 * i, 500, 120 + 80 * i, str(i * 200)) for i in range(5)] + [line(250, 520, 330, "n/samples")]
     blocks, _ = to_blocks(ticks, W, [region(95, 495, 450, 535, RegionLabel.FIGURE)], H)
     assert [b.type for b in blocks] == ["figure"]
+
+
+def test_what_the_model_calls_a_table_is_text_when_its_cells_are_sentences_or_list_items():
+    # an exam's two columns of questions inside one region the model drew around the page's body
+    left = [line(72, 100 + 14 * i, 290, f"{i + 1}. Show that the function of question {i} is continuous") for i in range(5)]
+    right = [line(322, 100 + 14 * i, 540, f"{i + 6}. Find the limit asked in question {i + 6} of the paper") for i in range(5)]
+    blocks, _ = to_blocks(left + right, W, [region(70, 98, 542, 172, RegionLabel.TABLE)], H)
+    assert "table" not in [b.type for b in blocks]
+    text = " ".join(b.text for b in blocks)
+    assert text.index("question 4 is") < text.index("question 6 of")
+    # a column of names beside a column of descriptions is a table
+    names = [line(72, 300 + 14 * i, 150, f"fn{i}()") for i in range(4)]
+    said = [line(200, 300 + 14 * i, 540, f"returns the fitted values of the model number {i} as a vector") for i in range(4)]
+    blocks, _ = to_blocks(names + said, W, [region(70, 298, 542, 358, RegionLabel.TABLE)], H)
+    assert [b.type for b in blocks] == ["table"]

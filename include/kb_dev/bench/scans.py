@@ -33,6 +33,8 @@ reader of this project:
 - ``cer``: the reading's text against the original's words in content order, word spaces
   counted (``ocr_engine.api.text.normalise_spaced``), pooled.
 - ``seconds_per_page``: reading a page's lines, regions and order (rendering aside).
+
+Each measure is also given over every page kind together (``all``).
 """
 
 from __future__ import annotations
@@ -394,9 +396,11 @@ def bench_scans(dest: Path, splits: tuple[str, ...] = ("tuning",), skews: tuple[
                 row[f"{variant}@{skew}"] = _brief(doc_total)
         per_document.append(row)
         echo(f"{doc.file} ({doc.split}, {len(pages)} pages): {time.perf_counter() - t0:.1f} s")
+    for (split, variant, skew, kind), t in list(tallies.items()):  # every page kind together
+        tallies[(split, variant, skew, "all")].add(t)
     rows = []
     for (split, variant, skew, kind), t in sorted(tallies.items(), key=lambda kv: (
-            SPLITS.index(kv[0][0]), VARIANTS.index(kv[0][1]), kv[0][2], KINDS.index(kv[0][3]))):
+            SPLITS.index(kv[0][0]), VARIANTS.index(kv[0][1]), kv[0][2], (KINDS + ("all",)).index(kv[0][3]))):
         if t.pages:
             rows.append({"split": split, "variant": variant, "skew": skew, "kind": kind, **t.figures()})
     report = {"documents": len(docs), "splits": list(splits), "skews": list(skews), "reused_ocr": reuse_ocr,
