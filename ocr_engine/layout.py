@@ -949,7 +949,6 @@ class _Section:
 
 def _section(group: _Group, page_width: float, page_height: float, median_h: float) -> _Section:
     label, lines = group.label, group.lines
-    width = group.bbox[2] - group.bbox[0]
     middle = (group.bbox[1] + group.bbox[3]) / 2 / page_height
     if label == RegionLabel.TABLE and not _not_a_table(lines, page_width, median_h):
         return _Section(None, [_rows(lines)], tables=True, in_region=True)

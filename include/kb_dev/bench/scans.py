@@ -49,7 +49,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kb_dev.scanbench import SKEWS, SPLITS, BenchDocument, TruthPage, tokens
+from kb_dev.bench.structure import in_order
+from kb_dev.scanbench import SKEWS, SPLITS, TruthPage, tokens
 
 VARIANTS = ("text layer", "geometry", "model")
 KINDS = ("two-column", "tables", "other")
@@ -57,27 +58,13 @@ KINDS = ("two-column", "tables", "other")
 
 # --- measures ---------------------------------------------------------------------------------
 
-def _lis(seq: list[int]) -> int:
-    """The length of the longest strictly increasing subsequence."""
-    import bisect
-
-    tails: list[int] = []
-    for v in seq:
-        i = bisect.bisect_left(tails, v)
-        if i == len(tails):
-            tails.append(v)
-        else:
-            tails[i] = v
-    return len(tails)
-
-
 def order(truth: TruthPage, reading: str) -> tuple[int, int]:
     """(tokens in the original's order, tokens matched) for one page's reading."""
     ref, hyp = tokens(truth.text), tokens(reading)
     ref_n, hyp_n = Counter(ref), Counter(hyp)
     place = {t: i for i, t in enumerate(ref) if ref_n[t] == 1}
     seq = [place[t] for t in hyp if hyp_n[t] == 1 and t in place]
-    return _lis(seq), len(seq)
+    return in_order(seq), len(seq)  # places are unique: non-decreasing is increasing
 
 
 def token_columns(truth: TruthPage) -> dict[str, str]:
