@@ -28,3 +28,16 @@ def test_the_run_line_says_how_many_pages_this_run_read_only_where_it_reused_som
     _print_summary("success", {"documents_indexed": 1, "pages": pages, "pages_read": read,
                                "chunks": 0 if not pages else 4})
     assert said in capsys.readouterr().out
+
+
+def test_a_relative_state_dir_is_made_absolute_before_any_part_starts(tmp_path, monkeypatch, capsys):
+    """weed, Airflow's tasks and the services run in folders of their own: a relative
+    KB_STATE_DIR named another folder in each (weed: "Check Meta Folder ... no such file")."""
+    import os
+
+    from kb_dev.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KB_STATE_DIR", "state/here")
+    main(["status", "--json"])
+    assert os.environ["KB_STATE_DIR"] == str(tmp_path / "state" / "here")

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from pathlib import Path
 
 from kb.errors import KbError
 from kb_dev.cli import bench, documents, search, stack, store
@@ -30,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # its retry warnings repeat what we report
     args = build_parser().parse_args(argv)
+    # The stack's processes (weed, Airflow's tasks, the services) run in folders of their own:
+    # a relative KB_STATE_DIR would name another folder in each, so it is made absolute here.
+    if os.environ.get("KB_STATE_DIR"):
+        os.environ["KB_STATE_DIR"] = str(Path(os.environ["KB_STATE_DIR"]).expanduser().absolute())
     try:
         return args.func(args)
     except KbError as exc:
